@@ -1,0 +1,8 @@
+module github.com/ringpoll/ringpoll
+
+go 1.26.8
+
+require (
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
