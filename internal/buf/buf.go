@@ -1,0 +1,227 @@
+// Package buf implements LinkBuffer, the nocopy linked buffer that backs
+// both the input and the output side of a connection.
+package buf
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// LinkBuffer is a byte queue stored as a singly linked list of nodes. Each
+// node holds a slice with a read offset r and a write offset w; the readable
+// bytes are the concatenation of buf[r:w] over the nodes from the read node
+// to the tail. Node memory comes from per-size-class pools and goes back to
+// them on Release or Discard, so a buffer in steady state does not allocate.
+//
+// Slices returned by Next stay valid until the next Release (or Discard);
+// slices returned by Peek stay valid until the next Release or consuming
+// call. The caller must not write to them.
+//
+// A LinkBuffer is not safe for concurrent use, with one exception that the
+// connection code relies on. Call the side that fills the buffer the
+// producer and the side that drains it the consumer, and let both share a
+// mutex. Then the producer may call WriteSpace (and SetGrowHint) and write
+// into the returned slice WITHOUT holding the mutex, while the consumer runs
+// any method under the mutex; the producer must then call Commit under the
+// mutex to publish the bytes. Every other method, producer-side ones
+// included (Commit, Append, AppendRef), must be called under the mutex.
+// This is sound because:
+//
+//   - WriteSpace only reads producer-owned state (the tail pointer, the
+//     tail's w and capacity, the grow hint) and, when the tail is too small,
+//     prepares a new node that is not linked into the list until Commit, so
+//     the consumer never sees it.
+//   - The returned slice lies entirely in the free area [w, cap) of the tail
+//     node (or of that unlinked node); the consumer only ever touches bytes
+//     in [r, w) and never re-slices a node's buf.
+//   - No consumer method moves, reuses, frees or resets the tail node:
+//     Release frees only fully consumed nodes that are not the tail, and
+//     never rewinds r and w of a drained tail to 0.
+//   - The tail pointer is changed only by the producer (Commit, Append,
+//     AppendRef) under the mutex, and by Discard.
+//
+// Discard frees the tail too, so it may only be called once no producer
+// runs any more (the connection is closed).
+type LinkBuffer struct {
+	head *node // oldest node not yet freed
+	read *node // node holding the next readable byte (nodes before it are drained)
+	tail *node // last linked node; the producer writes into its free area
+
+	length int // readable bytes
+	held   int // sum of w over linked nodes: the memory Release has not let go
+
+	// Producer-only state, touched by WriteSpace without the mutex.
+	pending  *node // node prepared by WriteSpace, linked by Commit
+	spaceLen int   // length of the last WriteSpace slice, 0 once committed
+	growHint int   // minimum size of the next new node
+}
+
+// New returns an empty buffer. Node memory comes from a package pool of
+// size classes.
+func New() *LinkBuffer {
+	return &LinkBuffer{}
+}
+
+// Len returns the number of readable bytes.
+func (b *LinkBuffer) Len() int { return b.length }
+
+// Held returns the number of bytes in nodes not yet freed: the readable
+// bytes plus those consumed but not yet released. It counts committed
+// lengths, not node capacities.
+func (b *LinkBuffer) Held() int { return b.held }
+
+// panicRange reports a size argument out of range. It is kept out of line so
+// that the fmt call does not make the hot paths allocate.
+//
+//go:noinline
+func panicRange(op string, n, length int) {
+	panic(fmt.Sprintf("buf: %s(%d) out of range with %d readable bytes", op, n, length))
+}
+
+// front advances the read node past drained nodes and returns it. It never
+// moves past the tail, and returns nil only for a buffer with no nodes.
+func (b *LinkBuffer) front() *node {
+	n := b.read
+	for n != nil && n.r == n.w && n.next != nil {
+		n = n.next
+	}
+	b.read = n
+	return n
+}
+
+// Next consumes n bytes and returns them. n must be in [0, Len()], else
+// Next panics; callers check Len first. When the bytes lie in one node the
+// result aliases that node (no copy), otherwise it is a fresh heap copy.
+// The result is valid until the next Release.
+func (b *LinkBuffer) Next(n int) []byte {
+	if n < 0 || n > b.length {
+		panicRange("Next", n, b.length)
+	}
+	if n == 0 {
+		return nil
+	}
+	if p := b.single(n); p != nil {
+		b.read.r += n
+		b.length -= n
+		return p
+	}
+	p := make([]byte, n)
+	b.copyOut(p, true)
+	return p
+}
+
+// Peek returns the next n bytes without consuming them, with the same
+// nocopy rule and panics as Next. The result is valid until the next
+// Release or consuming call.
+func (b *LinkBuffer) Peek(n int) []byte {
+	if n < 0 || n > b.length {
+		panicRange("Peek", n, b.length)
+	}
+	if n == 0 {
+		return nil
+	}
+	if p := b.single(n); p != nil {
+		return p
+	}
+	p := make([]byte, n)
+	b.copyOut(p, false)
+	return p
+}
+
+// single returns the next n (> 0, <= Len) bytes as a subslice of the read
+// node, or nil if they span nodes.
+func (b *LinkBuffer) single(n int) []byte {
+	f := b.front()
+	if f.w-f.r < n {
+		return nil
+	}
+	// The three-index slice stops an append by the caller from spilling
+	// into the free area, which a producer may be writing concurrently.
+	return f.buf[f.r : f.r+n : f.r+n]
+}
+
+// copyOut copies len(p) (<= Len) readable bytes into p, consuming them if
+// consume is set.
+func (b *LinkBuffer) copyOut(p []byte, consume bool) {
+	done := 0
+	for n := b.front(); done < len(p); n = n.next {
+		c := copy(p[done:], n.buf[n.r:n.w])
+		done += c
+		if consume {
+			n.r += c
+			b.read = n
+		}
+	}
+	if consume {
+		b.length -= len(p)
+	}
+}
+
+// Skip consumes n bytes without returning them. It panics unless n is in
+// [0, Len()].
+func (b *LinkBuffer) Skip(n int) {
+	if n < 0 || n > b.length {
+		panicRange("Skip", n, b.length)
+	}
+	b.length -= n
+	for n > 0 {
+		f := b.front()
+		c := min(n, f.w-f.r)
+		f.r += c
+		n -= c
+	}
+}
+
+// IndexByte returns the offset of the first c in the readable bytes, or -1
+// if there is none.
+func (b *LinkBuffer) IndexByte(c byte) int {
+	off := 0
+	for n := b.read; n != nil; n = n.next {
+		if i := bytes.IndexByte(n.buf[n.r:n.w], c); i >= 0 {
+			return off + i
+		}
+		off += n.w - n.r
+	}
+	return -1
+}
+
+// ReadInto copies min(len(p), Len()) bytes into p, consumes them and
+// returns how many were copied.
+func (b *LinkBuffer) ReadInto(p []byte) int {
+	p = p[:min(len(p), b.length)]
+	if len(p) > 0 {
+		b.copyOut(p, true)
+	}
+	return len(p)
+}
+
+// Slices appends up to max non-empty readable chunks, one per node, to dst
+// and returns it; it is meant for writev/sendmsg. It does not consume. The
+// chunks are valid until the next Release or consuming call.
+func (b *LinkBuffer) Slices(dst [][]byte, max int) [][]byte {
+	for n, k := b.read, 0; n != nil && k < max; n = n.next {
+		if n.r < n.w {
+			// Capped at w for the same reason as in single.
+			dst = append(dst, n.buf[n.r:n.w:n.w])
+			k++
+		}
+	}
+	return dst
+}
+
+// Release frees every node that is fully consumed and is not the tail,
+// returning its memory to the pool (or calling its release func). Slices
+// obtained from Next or Peek before the call are no longer valid. The tail
+// is always kept, and never rewound, because a producer may be writing into
+// its free area.
+func (b *LinkBuffer) Release() {
+	for b.head != nil && b.head != b.tail && b.head.r == b.head.w {
+		n := b.head
+		if b.read == n {
+			b.read = n.next
+		}
+		b.head = n.next
+		b.held -= n.w
+		freeNode(n)
+	}
+}

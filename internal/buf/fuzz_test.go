@@ -1,0 +1,205 @@
+package buf
+
+import (
+	"bytes"
+	"testing"
+)
+
+// opReader decodes fuzz input; it yields zeros once the input runs out.
+type opReader struct{ data []byte }
+
+func (r *opReader) byte() int {
+	if len(r.data) == 0 {
+		return 0
+	}
+	c := r.data[0]
+	r.data = r.data[1:]
+	return int(c)
+}
+
+func (r *opReader) u16() int { return r.byte() | r.byte()<<8 }
+func (r *opReader) u24() int { return r.u16() | r.byte()<<16 }
+
+// fuzzModel holds the reference state a LinkBuffer is checked against.
+type fuzzModel struct {
+	t        *testing.T
+	b        *LinkBuffer
+	data     []byte // readable bytes
+	written  int    // stream offset of the next byte written (drives content)
+	consumed int    // stream offset of the next byte read
+	// nexts are Next results with their expected content: they must stay
+	// intact until Release, even while the producer writes new data.
+	nexts    [][2][]byte
+	refEnd   []int // stream offset just past each AppendRef'd block
+	released []int // release calls per AppendRef'd block
+	discard  bool  // inside Discard: releasing unconsumed refs is allowed
+}
+
+// maxModel bounds the readable data so a long input cannot exhaust memory.
+const maxModel = 1 << 20
+
+func (m *fuzzModel) produce(n int) []byte {
+	p := pattern(m.written, n)
+	m.written += n
+	m.data = append(m.data, p...)
+	return p
+}
+
+func (m *fuzzModel) consume(n int) []byte {
+	p := m.data[:n]
+	m.data = m.data[n:]
+	m.consumed += n
+	return p
+}
+
+func (m *fuzzModel) step(r *opReader) {
+	t, b := m.t, m.b
+	op := r.byte()
+	full := len(m.data) > maxModel
+	switch op % 15 {
+	case 0: // small Append
+		if n := r.byte(); !full {
+			b.Append(m.produce(n))
+		}
+	case 1: // large Append
+		if n := r.u24() % 100001; !full {
+			b.Append(m.produce(n))
+		}
+	case 2, 3: // WriteSpace+Commit, case 3 asks twice first
+		minSize, n := r.u24()%70001, r.u24()
+		if full {
+			return
+		}
+		sp := b.WriteSpace(minSize)
+		if op%15 == 3 {
+			minSize = r.u16()
+			sp = b.WriteSpace(minSize)
+		}
+		if len(sp) < max(minSize, 1) {
+			t.Fatalf("WriteSpace(%d) returned %d bytes", minSize, len(sp))
+		}
+		// Scribble over the whole slice: if it overlapped readable or
+		// not-yet-released bytes, the checks would catch it.
+		for i := range sp {
+			sp[i] = 0xEE
+		}
+		n %= len(sp) + 1
+		copy(sp, m.produce(n))
+		b.Commit(n)
+	case 4: // AppendRef
+		n := r.u16() % 20000
+		if full {
+			return
+		}
+		id := len(m.refEnd)
+		m.refEnd = append(m.refEnd, m.written+n)
+		m.released = append(m.released, 0)
+		b.AppendRef(m.produce(n), func() {
+			m.released[id]++
+			if m.released[id] > 1 {
+				t.Fatalf("release of ref %d called twice", id)
+			}
+			// An empty block is released at once; others only
+			// once consumed (or discarded).
+			if n > 0 && !m.discard && m.consumed < m.refEnd[id] {
+				t.Fatalf("ref %d released before being consumed", id)
+			}
+		})
+	case 5: // Next
+		n := r.u24() % (len(m.data) + 1)
+		got, want := b.Next(n), m.consume(n)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Next(%d) mismatch", n)
+		}
+		m.nexts = append(m.nexts, [2][]byte{got, bytes.Clone(want)})
+	case 6: // Peek
+		n := r.u24() % (len(m.data) + 1)
+		if !bytes.Equal(b.Peek(n), m.data[:n]) {
+			t.Fatalf("Peek(%d) mismatch", n)
+		}
+	case 7: // Skip
+		b.Skip(r.u24() % (len(m.data) + 1))
+		m.consume(len(m.data) - b.Len())
+	case 8: // IndexByte
+		c := byte(r.byte())
+		if got, want := b.IndexByte(c), bytes.IndexByte(m.data, c); got != want {
+			t.Fatalf("IndexByte(%d) = %d, want %d", c, got, want)
+		}
+	case 9: // ReadInto
+		p := make([]byte, r.u24()%70000)
+		n := b.ReadInto(p)
+		if want := m.consume(min(len(p), len(m.data))); !bytes.Equal(p[:n], want) {
+			t.Fatalf("ReadInto(%d) = %d bytes, mismatch", len(p), n)
+		}
+	case 10: // Release
+		m.checkNexts()
+		b.Release()
+		m.nexts = m.nexts[:0]
+	case 11: // Slices
+		limit := r.byte() % 8
+		s := b.Slices(nil, limit)
+		if len(s) > limit {
+			t.Fatalf("Slices(%d) returned %d chunks", limit, len(s))
+		}
+		joined := bytes.Join(s, nil)
+		for _, c := range s {
+			if len(c) == 0 {
+				t.Fatal("Slices returned an empty chunk")
+			}
+		}
+		if !bytes.HasPrefix(m.data, joined) || (len(s) < limit && len(joined) != len(m.data)) {
+			t.Fatalf("Slices(%d) mismatch", limit)
+		}
+	case 12: // Discard
+		m.discardAll()
+	case 13:
+		b.SetGrowHint(r.u24() % 100000)
+	case 14: // WriteSpace then Commit(0)
+		b.WriteSpace(r.u16())
+		b.Commit(0)
+	}
+	if b.Len() != len(m.data) || b.Held() < b.Len() {
+		t.Fatalf("op %d: Len %d Held %d, model %d", op%15, b.Len(), b.Held(), len(m.data))
+	}
+}
+
+func (m *fuzzModel) checkNexts() {
+	for i, x := range m.nexts {
+		if !bytes.Equal(x[0], x[1]) {
+			m.t.Fatalf("Next result %d changed before Release", i)
+		}
+	}
+}
+
+func (m *fuzzModel) discardAll() {
+	m.checkNexts()
+	m.discard = true
+	m.b.Discard()
+	m.discard = false
+	m.consume(len(m.data))
+	m.nexts = m.nexts[:0]
+	if m.b.Len() != 0 || m.b.Held() != 0 {
+		m.t.Fatalf("after Discard: Len %d Held %d", m.b.Len(), m.b.Held())
+	}
+	for id, n := range m.released {
+		if n != 1 {
+			m.t.Fatalf("ref %d released %d times after Discard", id, n)
+		}
+	}
+}
+
+func FuzzLinkBuffer(f *testing.F) {
+	f.Add([]byte{0, 10, 5, 3, 0, 10, 0})
+	f.Add([]byte{1, 0xa0, 0x86, 0x01, 8, 'x', 5, 0xff, 0xff, 0x00, 10, 9, 0x10, 0x27, 0})
+	f.Add([]byte{2, 1, 0, 0, 0xff, 0x0f, 0, 2, 0x70, 0x11, 0x01, 0x00, 0x00, 0x01, 11, 4, 10, 12})
+	f.Add([]byte{4, 0x10, 0x00, 4, 0x20, 0x00, 0, 7, 7, 0x30, 0, 0, 10, 13, 0xff, 0xff, 0, 14, 1, 0, 3, 5, 0, 0, 9, 9, 0, 0, 0})
+	f.Add([]byte{13, 0x00, 0x40, 0x00, 2, 1, 0, 0, 0x00, 0x10, 0, 5, 0x00, 0x08, 0, 10, 2, 0x00, 0x30, 0, 0xff, 0xff, 0xff, 7, 0xff, 0xff, 0xff, 10, 12})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := &fuzzModel{t: t, b: New()}
+		r := &opReader{data: data}
+		for len(r.data) > 0 {
+			m.step(r)
+		}
+		m.discardAll()
+	})
+}

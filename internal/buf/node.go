@@ -1,0 +1,103 @@
+package buf
+
+import "sync"
+
+// classSizes are the pooled node sizes. They are powers of two from 4 KiB
+// (one page, the smallest useful socket read) to 64 KiB (the largest single
+// read or write that is worth issuing in one go); anything bigger is either
+// split (Append) or given an exact-size heap slice (WriteSpace).
+var classSizes = [...]int{4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
+
+// maxClass is the largest pooled node size.
+const maxClass = 64 << 10
+
+const (
+	// classUnpooled marks a node whose memory came from a one-off heap
+	// allocation (larger than maxClass); only its struct is pooled.
+	classUnpooled = -1
+	// classRef marks a node that references caller memory (AppendRef); its
+	// memory is never pooled, its release func is called instead.
+	classRef = -2
+)
+
+// node is one link of a LinkBuffer. Readable bytes are buf[r:w]; the free
+// area a producer may fill is buf[w:cap(buf)].
+type node struct {
+	buf     []byte
+	r, w    int
+	next    *node
+	class   int    // index into classSizes, classUnpooled or classRef
+	release func() // for classRef nodes; called exactly once when freed
+}
+
+// classPools holds one pool per size class. Each pooled *node keeps its
+// buffer, so a steady-state buffer allocates neither structs nor memory.
+var classPools [len(classSizes)]sync.Pool
+
+// structPool recycles node structs whose memory is not pooled (AppendRef
+// and oversized nodes), so that linking caller memory does not allocate.
+var structPool = sync.Pool{New: func() any { return new(node) }}
+
+func init() {
+	for i := range classPools {
+		size := classSizes[i]
+		class := i
+		classPools[i].New = func() any {
+			return &node{buf: make([]byte, size), class: class}
+		}
+	}
+}
+
+// classFor returns the index of the smallest class holding size bytes, or
+// -1 when size exceeds maxClass.
+func classFor(size int) int {
+	for i, s := range classSizes {
+		if size <= s {
+			return i
+		}
+	}
+	return -1
+}
+
+// newNode returns an empty node with at least size bytes of free space.
+func newNode(size int) *node {
+	c := classFor(size)
+	if c < 0 {
+		n := structPool.Get().(*node)
+		n.buf = make([]byte, size)
+		n.class = classUnpooled
+		return n
+	}
+	return classPools[c].Get().(*node)
+}
+
+// newRefNode returns a full node that references p without copying.
+func newRefNode(p []byte, release func()) *node {
+	n := structPool.Get().(*node)
+	// Cap the slice at its length: the node must expose no free area, or a
+	// later WriteSpace/Append would scribble over the caller's memory.
+	n.buf = p[:len(p):len(p)]
+	n.w = len(p)
+	n.class = classRef
+	n.release = release
+	return n
+}
+
+// freeNode returns n to its pool, calling its release func if it has one.
+// The caller must have unlinked n and must not touch it afterwards.
+func freeNode(n *node) {
+	n.r, n.w, n.next = 0, 0, nil
+	switch n.class {
+	case classRef, classUnpooled:
+		rel := n.release
+		// Drop the references so the pool does not pin caller or
+		// oversized memory.
+		n.buf, n.release = nil, nil
+		structPool.Put(n)
+		if rel != nil {
+			rel()
+		}
+	default:
+		classPools[n.class].Put(n)
+	}
+}

@@ -1,0 +1,217 @@
+package buf
+
+import (
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// commitNodes fills b through WriteSpace/Commit so that each string lands in
+// a fresh pooled node (by asking for more than the tail has left).
+func commitNodes(b *LinkBuffer, parts ...string) {
+	for _, s := range parts {
+		need := 1
+		if t := b.tail; t != nil {
+			need = cap(t.buf) - t.w + 1
+		}
+		sp := b.WriteSpace(need)
+		b.Commit(copy(sp, s))
+	}
+}
+
+func TestReleaseKeepsTail(t *testing.T) {
+	tests := []struct {
+		name      string
+		parts     []string
+		consume   int
+		wantHeld  int // after Release
+		wantNodes int // linked nodes after Release
+	}{
+		{"nothing consumed", []string{"abc", "def", "ghi"}, 0, 9, 3},
+		{"partial head kept", []string{"abc", "def", "ghi"}, 2, 9, 3},
+		{"head freed", []string{"abc", "def", "ghi"}, 3, 6, 2},
+		{"two freed", []string{"abc", "def", "ghi"}, 7, 3, 1},
+		{"tail kept when drained", []string{"abc", "def", "ghi"}, 9, 3, 1},
+		{"single drained tail", []string{"abc"}, 3, 3, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			commitNodes(b, tc.parts...)
+			all := strings.Join(tc.parts, "")
+			if b.Held() != len(all) {
+				t.Fatalf("Held before = %d, want %d", b.Held(), len(all))
+			}
+			b.Skip(tc.consume)
+			tail, tailW := b.tail, b.tail.w
+			b.Release()
+			if b.Held() != tc.wantHeld || countNodes(b) != tc.wantNodes {
+				t.Fatalf("after Release: Held %d nodes %d, want %d %d", b.Held(), countNodes(b), tc.wantHeld, tc.wantNodes)
+			}
+			if b.tail != tail || tail.w != tailW || b.head == nil {
+				t.Fatal("Release moved, freed or rewound the tail")
+			}
+			// The tail keeps its free area where it was: no reset to 0.
+			if sp := b.WriteSpace(1); &sp[0] != &tail.buf[tailW] {
+				t.Fatal("WriteSpace after Release is not the tail's old free area")
+			}
+			b.Commit(0)
+			if got := string(b.Next(b.Len())); got != all[tc.consume:] {
+				t.Fatalf("remaining = %q, want %q", got, all[tc.consume:])
+			}
+		})
+	}
+}
+
+func countNodes(b *LinkBuffer) int {
+	n := 0
+	for x := b.head; x != nil; x = x.next {
+		n++
+	}
+	return n
+}
+
+func TestAppendRefRelease(t *testing.T) {
+	tests := []struct {
+		name    string
+		consume int  // bytes consumed before the first Release
+		discard bool // finish with Discard instead of consuming all
+		before  int  // release calls expected after the first Release
+	}{
+		{"not consumed", 0, false, 0},
+		{"partly consumed", 5, false, 0},
+		{"consumed, tail follows", 8, false, 1},
+		{"discard unconsumed", 2, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			b.Append([]byte("head"))
+			calls := 0
+			b.AppendRef([]byte("ref!"), func() { calls++ })
+			b.Append([]byte("tail")) // a new node: the ref node is full
+			if n := countNodes(b); n != 3 {
+				t.Fatalf("nodes = %d, want 3", n)
+			}
+			b.Skip(tc.consume)
+			b.Release()
+			if calls != tc.before {
+				t.Fatalf("release calls after first Release = %d, want %d", calls, tc.before)
+			}
+			if tc.discard {
+				b.Discard()
+			} else {
+				b.Skip(b.Len())
+				b.Release()
+			}
+			b.Release()
+			b.Discard()
+			if calls != 1 {
+				t.Fatalf("release called %d times, want exactly 1", calls)
+			}
+		})
+	}
+}
+
+func TestAppendRefEdgeCases(t *testing.T) {
+	b := New()
+	calls := 0
+	b.AppendRef(nil, func() { calls++ })
+	if calls != 1 || b.Len() != 0 || b.head != nil {
+		t.Fatalf("empty AppendRef: calls %d len %d", calls, b.Len())
+	}
+	// A drained ref node that is the tail is kept until a new tail arrives.
+	b.AppendRef([]byte("ab"), func() { calls++ })
+	b.AppendRef(nil, nil)
+	b.Skip(2)
+	b.Release()
+	if calls != 1 {
+		t.Fatal("Release freed the tail ref node")
+	}
+	if sp := b.WriteSpace(1); len(sp) != 4<<10 {
+		t.Fatalf("WriteSpace after AppendRef = %d bytes, want a new 4 KiB node", len(sp))
+	}
+	b.Commit(1)
+	b.Release()
+	if calls != 2 {
+		t.Fatalf("ref node not released once a new tail exists: calls %d", calls)
+	}
+}
+
+func TestDiscardReuse(t *testing.T) {
+	b := New()
+	commitNodes(b, "abc", "def")
+	sp := b.WriteSpace(100000) // an unlinked pending node is freed too
+	_ = sp
+	b.Discard()
+	if b.Len() != 0 || b.Held() != 0 || b.head != nil || b.tail != nil {
+		t.Fatalf("after Discard: Len %d Held %d", b.Len(), b.Held())
+	}
+	b.Append([]byte("again"))
+	if got := string(b.Next(5)); got != "again" {
+		t.Fatalf("after reuse Next = %q", got)
+	}
+}
+
+func TestMisusePanics(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func(b *LinkBuffer)
+	}{
+		{"Next beyond Len", func(b *LinkBuffer) { b.Next(4) }},
+		{"Next negative", func(b *LinkBuffer) { b.Next(-1) }},
+		{"Peek beyond Len", func(b *LinkBuffer) { b.Peek(4) }},
+		{"Skip beyond Len", func(b *LinkBuffer) { b.Skip(4) }},
+		{"Commit without WriteSpace", func(b *LinkBuffer) { b.Commit(1) }},
+		{"Commit beyond space", func(b *LinkBuffer) { b.Commit(len(b.WriteSpace(1)) + 1) }},
+		{"Commit twice", func(b *LinkBuffer) { b.WriteSpace(1); b.Commit(1); b.Commit(1) }},
+		{"Commit after Append", func(b *LinkBuffer) { b.WriteSpace(1); b.Append([]byte("x")); b.Commit(1) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			b.Append([]byte("abc"))
+			defer func() {
+				r := recover()
+				msg, ok := r.(string)
+				if !ok || !strings.HasPrefix(msg, "buf: ") {
+					t.Fatalf("recovered %v, want a buf: panic", r)
+				}
+			}()
+			tc.f(b)
+		})
+	}
+}
+
+func TestZeroAllocSteadyState(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	// sync.Pool is emptied by GC; keep GC off so the pools stay warm.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	b := New()
+	msg := make([]byte, 1024)
+	cycle := func() {
+		sp := b.WriteSpace(len(msg))
+		b.Commit(copy(sp, msg))
+		if p := b.Peek(len(msg)); len(p) != len(msg) {
+			t.Fatal("short Peek")
+		}
+		b.Next(len(msg))
+		b.Skip(0)
+		b.Release()
+	}
+	// AllocsPerRun truncates its average to an integer, so each run does
+	// many cycles: one allocation in 1000 cycles would still show up.
+	const perRun = 1000
+	cycles := func() {
+		for range perRun {
+			cycle()
+		}
+	}
+	cycles()
+	if avg := testing.AllocsPerRun(20, cycles); avg != 0 {
+		t.Fatalf("steady state allocates %.0f times per %d cycles, want 0", avg, perRun)
+	}
+	b.Discard()
+}

@@ -1,0 +1,148 @@
+package buf
+
+import "fmt"
+
+// WriteSpace returns free space at the tail of at least min bytes (min < 1
+// is treated as 1): the free area [w, cap) of the tail node if it is large
+// enough, otherwise the whole of a new node. A new node is the smallest size
+// class that holds both min and the grow hint; a min above 64 KiB gets an
+// exact-size heap slice that is not pooled. The producer writes into the
+// start of the slice and publishes the bytes with Commit; the slice must not
+// be used after Commit.
+//
+// WriteSpace may run without the consumer's mutex (see LinkBuffer): it
+// reads only producer-owned state, and a new node stays unlinked, invisible
+// to the consumer, until Commit links it.
+func (b *LinkBuffer) WriteSpace(min int) []byte {
+	if min < 1 {
+		min = 1
+	}
+	if p := b.pending; p != nil {
+		// A second WriteSpace before Commit: reuse the unlinked node if
+		// it is big enough, else give it back.
+		if len(p.buf) >= min {
+			b.spaceLen = len(p.buf)
+			return p.buf
+		}
+		b.pending = nil
+		freeNode(p)
+	}
+	if t := b.tail; t != nil && cap(t.buf)-t.w >= min {
+		b.spaceLen = cap(t.buf) - t.w
+		return t.buf[t.w:cap(t.buf)]
+	}
+	size := min
+	if size <= maxClass {
+		size = max(size, b.growHint)
+	}
+	p := newNode(size)
+	b.pending = p
+	b.spaceLen = len(p.buf)
+	return p.buf
+}
+
+// Commit publishes n bytes that the producer wrote at the start of the
+// slice returned by the last WriteSpace, linking the new node WriteSpace
+// prepared, if any. It panics if n is negative or exceeds that slice. It
+// must be called under the consumer's mutex. After Commit the slice is
+// spent: a further Commit needs a new WriteSpace (Commit(0) is a no-op).
+func (b *LinkBuffer) Commit(n int) {
+	if n < 0 || n > b.spaceLen {
+		panic(fmt.Sprintf("buf: Commit(%d) exceeds the %d bytes of the last WriteSpace", n, b.spaceLen))
+	}
+	if p := b.pending; p != nil {
+		b.pending = nil
+		b.link(p)
+	}
+	b.spaceLen = 0
+	if n == 0 {
+		return
+	}
+	b.tail.w += n
+	b.length += n
+	b.held += n
+}
+
+// link appends node p (whose w bytes count as readable) as the new tail.
+func (b *LinkBuffer) link(p *node) {
+	if b.tail == nil {
+		b.head, b.read = p, p
+	} else {
+		b.tail.next = p
+	}
+	b.tail = p
+	b.length += p.w - p.r
+	b.held += p.w
+}
+
+// dropSpace cancels an outstanding WriteSpace: Append and AppendRef change
+// the tail, so a slice handed out before them must not be committed.
+func (b *LinkBuffer) dropSpace() {
+	if p := b.pending; p != nil {
+		b.pending = nil
+		freeNode(p)
+	}
+	b.spaceLen = 0
+}
+
+// Append copies p into the buffer, filling the tail's free area first and
+// then new nodes of at most 64 KiB each. It cancels an outstanding
+// WriteSpace.
+func (b *LinkBuffer) Append(p []byte) {
+	b.dropSpace()
+	if len(p) == 0 {
+		return
+	}
+	if t := b.tail; t != nil && t.w < cap(t.buf) {
+		c := copy(t.buf[t.w:cap(t.buf)], p)
+		t.w += c
+		b.length += c
+		b.held += c
+		p = p[c:]
+	}
+	for len(p) > 0 {
+		n := newNode(max(min(len(p), maxClass), b.growHint))
+		n.w = copy(n.buf, p)
+		p = p[n.w:]
+		b.link(n)
+	}
+}
+
+// AppendRef links p into the buffer as a node of its own, without copying.
+// The caller must not modify p until release (which may be nil) is called;
+// release is called exactly once, when the node is freed by Release after p
+// has been consumed, or by Discard. An empty p is not linked and release is
+// called at once. The node has no free space, so a following WriteSpace or
+// Append starts a new node. AppendRef cancels an outstanding WriteSpace.
+func (b *LinkBuffer) AppendRef(p []byte, release func()) {
+	b.dropSpace()
+	if len(p) == 0 {
+		if release != nil {
+			release()
+		}
+		return
+	}
+	b.link(newRefNode(p, release))
+}
+
+// Discard consumes everything and frees every node, the tail included,
+// calling release funcs. It is for a closed connection: no producer may be
+// running or hold a WriteSpace slice. The buffer is empty and usable after.
+func (b *LinkBuffer) Discard() {
+	b.dropSpace()
+	for n := b.head; n != nil; {
+		next := n.next
+		freeNode(n)
+		n = next
+	}
+	b.head, b.read, b.tail = nil, nil, nil
+	b.length, b.held = 0, 0
+}
+
+// SetGrowHint asks that new nodes be at least n bytes, clamped to 64 KiB;
+// n <= 0 clears the hint. The hint stays in force until changed. It lets a
+// reader that saw full reads ask for bigger nodes. It is producer state, so
+// like WriteSpace it may be called without the consumer's mutex.
+func (b *LinkBuffer) SetGrowHint(n int) {
+	b.growHint = max(0, min(n, maxClass))
+}
