@@ -1,0 +1,50 @@
+// Package ringpoll is a network library for servers and clients that need
+// more than net gives: event loops that spread connections, handlers on
+// pooled goroutines, and a nocopy Reader and Writer, after ByteDance's
+// cloudwego/netpoll, with the I/O engine chosen at run time.
+//
+// There are two ways to program it, one connection type underneath.
+//
+// Like net: Listen returns a *Listener, a net.Listener whose Accept returns
+// a *Conn, a net.Conn whose Read blocks and whose deadlines work; Dial and
+// Dialer give the client side. crypto/tls, net/http and gRPC run on them
+// unmodified.
+//
+//	ln, err := ringpoll.Listen("tcp", "127.0.0.1:8080")
+//	...
+//	http.Serve(ln, handler)
+//
+// Like netpoll: NewServer takes a Handler, which a Server runs on a pooled
+// goroutine whenever a connection has input, and which reads through the
+// connection's nocopy Reader and writes through its Writer:
+//
+//	srv, _ := ringpoll.NewServer(func(ctx context.Context, c *ringpoll.Conn) error {
+//		r, w := c.Reader(), c.Writer()
+//		b, _ := r.Next(r.Len())
+//		w.WriteBinary(b)
+//		return w.Flush()
+//	})
+//	srv.Serve(ln)
+//
+// # Engines
+//
+// WithEngine selects the engine: EngineEpoll, the classic reactor, or, in a
+// later version, the io_uring engines. EngineAuto (the default) picks the
+// best available; the environment variable RINGPOLL_ENGINE overrides it.
+//
+// # Limits
+//
+// Every connection has an input high-water mark (the loop stops reading the
+// socket above it, so TCP flow control slows the peer) and an output
+// high-water mark (writers block above it), so no peer can make a server
+// buffer without bound. See WithInputHighWater and WithOutputHighWater.
+//
+// # Errors
+//
+// Errors are those of net: *net.OpError wrapping an *os.SyscallError, or
+// net.ErrClosed after Close, or os.ErrDeadlineExceeded after a deadline;
+// io.EOF as is.
+//
+// docs/ARCHITECTURE.md in the repository describes the loops and the
+// contract every engine implements.
+package ringpoll

@@ -1,0 +1,72 @@
+package poll
+
+import (
+	"sync"
+	"time"
+)
+
+// deadline is one direction's deadline: a channel that is closed when the
+// deadline passes. Waiters select on it next to their wake-up channel, so a
+// deadline set while they block takes effect at once, and a deadline moved
+// into the future re-opens the channel for the next wait. This is the shape
+// of net.Pipe's deadline, which nettest.TestConn exercises.
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel chan struct{} // closed when the deadline has passed
+}
+
+func newDeadline() *deadline {
+	return &deadline{cancel: make(chan struct{})}
+}
+
+// set arms the deadline for t; the zero time disarms it.
+// Safe for concurrent use.
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.cancel // the timer fired: wait until it closed the channel
+	}
+	d.timer = nil
+
+	closed := isClosedChan(d.cancel)
+	if t.IsZero() {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		c := d.cancel
+		d.timer = time.AfterFunc(dur, func() { close(c) })
+		return
+	}
+	if !closed {
+		close(d.cancel)
+	}
+}
+
+// wait returns the channel that is closed when the deadline passes.
+func (d *deadline) wait() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel
+}
+
+// expired reports whether the deadline has passed.
+func (d *deadline) expired() bool {
+	return isClosedChan(d.wait())
+}
+
+func isClosedChan(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,346 @@
+package epoll
+
+import (
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+const (
+	events   = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	hangup   = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+	readSize = 4096 // smallest read; nodes grow for bulk streams
+)
+
+type taskKind uint8
+
+const (
+	taskFlush taskKind = iota
+	taskResume
+	taskClose
+	taskStop
+)
+
+type task struct {
+	kind taskKind
+	fd   *poll.FD
+}
+
+// loop is one epoll event loop. Fields after the mutex-guarded group are
+// touched only by the loop goroutine.
+type loop struct {
+	epfd, evfd int
+	wake       [8]byte // eventfd increment, read-only after newLoop
+	sleeping   atomic.Bool
+	done       chan struct{}
+
+	mu    sync.Mutex
+	fds   []*poll.FD // by descriptor number
+	tasks []task
+
+	running  []task
+	ready    []ready
+	events   [256]unix.EpollEvent
+	draining map[*poll.FD]time.Time
+	iov      [][]byte
+	iovecs   poll.Iovecs
+	evbuf    [8]byte
+}
+
+type ready struct {
+	fd     *poll.FD
+	events uint32
+}
+
+func newLoop() (*loop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(evfd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	l := &loop{epfd: epfd, evfd: evfd, done: make(chan struct{}), draining: map[*poll.FD]time.Time{}}
+	l.wake[0] = 1
+	return l, nil
+}
+
+// add registers fd's socket. Safe for concurrent use.
+func (l *loop) add(fd *poll.FD) error {
+	s := fd.Sysfd
+	l.mu.Lock()
+	for len(l.fds) <= s {
+		l.fds = append(l.fds, nil)
+	}
+	l.fds[s] = fd
+	l.mu.Unlock()
+	ev := unix.EpollEvent{Events: events, Fd: int32(s)}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, s, &ev); err != nil {
+		l.forget(s)
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+func (l *loop) forget(s int) {
+	l.mu.Lock()
+	l.fds[s] = nil
+	l.mu.Unlock()
+}
+
+// Flush implements poll.Loop.
+func (l *loop) Flush(fd *poll.FD) { l.post(task{taskFlush, fd}) }
+
+// Resume implements poll.Loop.
+func (l *loop) Resume(fd *poll.FD) { l.post(task{taskResume, fd}) }
+
+// Close implements poll.Loop.
+func (l *loop) Close(fd *poll.FD) { l.post(task{taskClose, fd}) }
+
+// post queues t and wakes the loop if it sleeps. The sleeping flag makes the
+// wake-up syscall rare under load: the loop sets it, re-checks the queue,
+// and only then blocks; a producer writes the eventfd only if it clears the
+// flag itself (Go atomics are sequentially consistent, so one side always
+// sees the other).
+func (l *loop) post(t task) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, t)
+	l.mu.Unlock()
+	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
+		unix.Write(l.evfd, l.wake[:])
+	}
+}
+
+func (l *loop) run() {
+	defer close(l.done)
+	for {
+		if stop := l.runTasks(); stop {
+			l.shutdown()
+			return
+		}
+		l.sleeping.Store(true)
+		if l.hasTasks() {
+			l.sleeping.Store(false)
+			continue
+		}
+		n, err := unix.EpollWait(l.epfd, l.events[:], l.timeout())
+		l.sleeping.Store(false)
+		if err != nil && err != unix.EINTR {
+			panic("ringpoll: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug of ours
+		}
+		l.dispatch(n)
+		l.expireDrains()
+	}
+}
+
+func (l *loop) hasTasks() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.tasks) > 0
+}
+
+// dispatch maps the n events to FDs under one lock, then handles them.
+func (l *loop) dispatch(n int) {
+	l.ready = l.ready[:0]
+	l.mu.Lock()
+	for i := range n {
+		ev := &l.events[i]
+		if int(ev.Fd) == l.evfd {
+			continue
+		}
+		if fd := l.fds[ev.Fd]; fd != nil {
+			l.ready = append(l.ready, ready{fd, ev.Events})
+		}
+	}
+	l.mu.Unlock()
+	if len(l.ready) < n {
+		unix.Read(l.evfd, l.evbuf[:]) // reset the counter; EAGAIN is fine
+	}
+	for i := range l.ready {
+		r := &l.ready[i]
+		if r.events&(unix.EPOLLIN|hangup) != 0 {
+			l.read(r.fd, r.events&hangup == 0)
+		}
+		if r.events&(unix.EPOLLOUT|hangup) != 0 {
+			l.flush(r.fd)
+		}
+		r.fd = nil
+	}
+}
+
+// runTasks runs the queued tasks and reports whether the loop must stop.
+func (l *loop) runTasks() (stop bool) {
+	l.mu.Lock()
+	l.running, l.tasks = l.tasks, l.running[:0]
+	l.mu.Unlock()
+	for i, t := range l.running {
+		switch t.kind {
+		case taskFlush:
+			l.flush(t.fd)
+		case taskResume:
+			l.read(t.fd, false)
+		case taskClose:
+			l.close(t.fd)
+		case taskStop:
+			stop = true
+		}
+		l.running[i] = task{}
+	}
+	return stop
+}
+
+// read reads fd until EAGAIN, input backpressure, or end of input. With
+// short set, a short read ends it too: edge triggering reports any data that
+// arrives later, and the event had no hang-up that a read must still see.
+func (l *loop) read(fd *poll.FD, short bool) {
+	if isDone(fd) {
+		return
+	}
+	got := false
+	for {
+		p := fd.InputSpace(readSize)
+		if p == nil {
+			break
+		}
+		n, err := poll.Read(fd.Sysfd, p)
+		if n > 0 {
+			got = true
+			if !fd.InputCommit(n) || (short && n < len(p)) {
+				break
+			}
+			continue
+		}
+		if poll.IsAgain(err) {
+			break
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		fd.InputError(err)
+		got = true
+		break
+	}
+	if got {
+		fd.InputReady()
+	}
+}
+
+// flush sends fd's queued output until it is empty or the socket is full,
+// and finishes a close whose output drained.
+func (l *loop) flush(fd *poll.FD) {
+	if isDone(fd) {
+		return
+	}
+	for {
+		l.iov = fd.OutputSlices(l.iov[:0], len(l.iovecs))
+		if len(l.iov) == 0 {
+			break
+		}
+		n, err := poll.Sendv(fd.Sysfd, l.iov, &l.iovecs)
+		clear(l.iov)
+		if poll.IsAgain(err) {
+			return // EPOLLOUT comes when there is room
+		}
+		if err != nil {
+			fd.OutputError(err)
+			break
+		}
+		if fd.OutputSent(n) {
+			break
+		}
+	}
+	if fd.Closing() {
+		l.finalize(fd)
+	}
+}
+
+// close starts closing fd: drain its output first, bounded by its drain
+// timeout.
+func (l *loop) close(fd *poll.FD) {
+	if isDone(fd) {
+		return
+	}
+	if fd.OutputPending() {
+		l.draining[fd] = time.Now().Add(time.Duration(fd.DrainTimeout()))
+		l.flush(fd)
+		return
+	}
+	l.finalize(fd)
+}
+
+func (l *loop) finalize(fd *poll.FD) {
+	delete(l.draining, fd)
+	l.forget(fd.Sysfd)
+	// Removing it before close keeps epoll from reporting a descriptor
+	// number that a new connection may reuse at once.
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd.Sysfd, nil)
+	fd.Finalize()
+}
+
+// timeout is epoll_wait's timeout in ms: until the nearest drain deadline,
+// or forever.
+func (l *loop) timeout() int {
+	if len(l.draining) == 0 {
+		return -1
+	}
+	var first time.Time
+	for _, t := range l.draining {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	ms := (time.Until(first) + time.Millisecond - 1) / time.Millisecond
+	return int(max(ms, 0))
+}
+
+func (l *loop) expireDrains() {
+	if len(l.draining) == 0 {
+		return
+	}
+	now := time.Now()
+	for fd, t := range l.draining {
+		if !now.Before(t) {
+			l.finalize(fd)
+		}
+	}
+}
+
+// shutdown releases the loop's descriptors, finalizing any FD left behind.
+func (l *loop) shutdown() {
+	l.mu.Lock()
+	left := make([]*poll.FD, 0)
+	for _, fd := range l.fds {
+		if fd != nil {
+			left = append(left, fd)
+		}
+	}
+	l.mu.Unlock()
+	for _, fd := range left {
+		l.finalize(fd)
+	}
+	unix.Close(l.evfd)
+	unix.Close(l.epfd)
+}
+
+func isDone(fd *poll.FD) bool {
+	select {
+	case <-fd.Done():
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,239 @@
+package poll
+
+// Input, loop side. Only the loop goroutine calls these.
+
+// InputSpace returns free input buffer of at least min bytes for the loop to
+// read into, or nil when the FD wants no input now (paused by backpressure,
+// ended, or closing). The loop writes into it without holding any lock; see
+// buf.LinkBuffer for why that is sound.
+func (fd *FD) InputSpace(min int) []byte {
+	fd.inMu.Lock()
+	defer fd.inMu.Unlock()
+	if fd.inPaused || fd.inErr != nil || fd.Closing() {
+		return nil
+	}
+	p := fd.in.WriteSpace(min)
+	fd.lastSpace = len(p)
+	return p
+}
+
+// InputCommit records n bytes read into the last InputSpace. It reports
+// whether the FD wants more input; when it does not, the loop stops reading
+// until Resume.
+func (fd *FD) InputCommit(n int) (more bool) {
+	fd.inMu.Lock()
+	fd.in.Commit(n)
+	// A read that filled its space asks for bigger nodes, so bulk streams
+	// take fewer syscalls; a short one goes back to small nodes.
+	if n == fd.lastSpace {
+		fd.in.SetGrowHint(2 * n)
+	} else if n < fd.lastSpace/2 {
+		fd.in.SetGrowHint(0)
+	}
+	more = fd.checkInputHigh()
+	fd.inMu.Unlock()
+	fd.touch()
+	return more
+}
+
+// InputRef links p, filled by the kernel, into the input without a copy;
+// release returns p to its owner once the reader released it. The result is
+// as for InputCommit.
+func (fd *FD) InputRef(p []byte, release func()) (more bool) {
+	fd.inMu.Lock()
+	fd.in.AppendRef(p, release)
+	more = fd.checkInputHigh()
+	fd.inMu.Unlock()
+	fd.touch()
+	return more
+}
+
+// checkInputHigh pauses input at the high-water mark, or higher when a
+// blocked reader needs more. Called with inMu held.
+func (fd *FD) checkInputHigh() bool {
+	if fd.in.Held() >= max(fd.cfg.InputHighWater, fd.inWant) {
+		fd.inPaused = true
+	}
+	return !fd.inPaused
+}
+
+// InputError ends input with err: io.EOF for the peer's FIN, or the read
+// error. Readers get the buffered bytes first.
+func (fd *FD) InputError(err error) {
+	fd.inMu.Lock()
+	if fd.inErr == nil {
+		fd.inErr = err
+	}
+	fd.inMu.Unlock()
+}
+
+// InputReady wakes a blocked reader and runs OnInput. The loop calls it once
+// per batch of InputCommit, InputRef or InputError on this FD.
+func (fd *FD) InputReady() {
+	signal(fd.readable)
+	if fd.OnInput != nil {
+		fd.OnInput()
+	}
+}
+
+// Input, user side. All are safe for concurrent use; the byte slices they
+// return are valid until Release (or a Read, which releases).
+
+// lockInput waits until at least n bytes are readable and returns with inMu
+// held, or returns an error without it: ErrClosed, ErrDeadline, or the input
+// error once fewer than n bytes remain.
+func (fd *FD) lockInput(n int) error {
+	for {
+		if fd.rd.expired() {
+			return ErrDeadline
+		}
+		fd.inMu.Lock()
+		if fd.Closing() {
+			fd.inMu.Unlock()
+			return ErrClosed
+		}
+		if fd.in.Len() >= n {
+			fd.inWant = 0
+			return nil
+		}
+		if err := fd.inErr; err != nil {
+			fd.inMu.Unlock()
+			signal(fd.readable) // pass the news to the next blocked reader
+			return err
+		}
+		fd.inWant = fd.in.Held() - fd.in.Len() + n
+		resume := fd.inPaused && fd.inWant > fd.in.Held()
+		if resume {
+			fd.inPaused = false
+		}
+		fd.inMu.Unlock()
+		if resume {
+			fd.Loop.Resume(fd)
+		}
+		select {
+		case <-fd.readable:
+		case <-fd.rd.wait():
+		case <-fd.closing:
+		}
+	}
+}
+
+// unlockInput resumes a paused loop once input fell under the low-water
+// mark, hands the wake-up token on while input remains, and unlocks inMu.
+func (fd *FD) unlockInput() {
+	resume := fd.inPaused && fd.in.Held() < fd.cfg.InputLowWater
+	if resume {
+		fd.inPaused = false
+	}
+	more := fd.in.Len() > 0 || fd.inErr != nil
+	fd.inMu.Unlock()
+	if more {
+		signal(fd.readable)
+	}
+	if resume {
+		fd.Loop.Resume(fd)
+	}
+}
+
+// Read copies buffered input into p, blocking until there is some, and
+// releases what it consumed (slices from Next or Peek become invalid).
+func (fd *FD) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		if fd.Closing() {
+			return 0, ErrClosed
+		}
+		return 0, nil
+	}
+	if err := fd.lockInput(1); err != nil {
+		return 0, err
+	}
+	n := fd.in.ReadInto(p)
+	fd.in.Release()
+	fd.unlockInput()
+	return n, nil
+}
+
+// Next consumes and returns the next n bytes, blocking until they arrived.
+func (fd *FD) Next(n int) ([]byte, error) {
+	if err := fd.lockInput(n); err != nil {
+		return nil, err
+	}
+	b := fd.in.Next(n)
+	fd.unlockInput()
+	return b, nil
+}
+
+// Peek returns the next n bytes without consuming them, blocking until they
+// arrived.
+func (fd *FD) Peek(n int) ([]byte, error) {
+	if err := fd.lockInput(n); err != nil {
+		return nil, err
+	}
+	b := fd.in.Peek(n)
+	fd.unlockInput()
+	return b, nil
+}
+
+// Skip consumes the next n bytes, blocking until they arrived.
+func (fd *FD) Skip(n int) error {
+	if err := fd.lockInput(n); err != nil {
+		return err
+	}
+	fd.in.Skip(n)
+	fd.unlockInput()
+	return nil
+}
+
+// Until consumes and returns the input up to and including the first delim,
+// blocking until it arrived. It fails with ErrBufferFull when the input
+// high-water mark of bytes holds no delim, so a peer cannot make it buffer
+// without bound.
+func (fd *FD) Until(delim byte) ([]byte, error) {
+	need := 1
+	for {
+		if err := fd.lockInput(need); err != nil {
+			return nil, err
+		}
+		if i := fd.in.IndexByte(delim); i >= 0 {
+			b := fd.in.Next(i + 1)
+			fd.unlockInput()
+			return b, nil
+		}
+		if fd.in.Len() >= fd.cfg.InputHighWater {
+			fd.unlockInput()
+			return nil, ErrBufferFull
+		}
+		need = fd.in.Len() + 1
+		fd.unlockInput()
+	}
+}
+
+// Release frees the input consumed so far. Slices returned before are no
+// longer valid.
+func (fd *FD) Release() {
+	fd.inMu.Lock()
+	fd.in.Release()
+	fd.unlockInput()
+}
+
+// Len returns the number of input bytes readable without blocking.
+func (fd *FD) Len() int {
+	fd.inMu.Lock()
+	defer fd.inMu.Unlock()
+	return fd.in.Len()
+}
+
+// InputHeld returns the input bytes the FD pins: readable plus consumed but
+// not yet released. Tests use it to check the high-water bound.
+func (fd *FD) InputHeld() int {
+	fd.inMu.Lock()
+	defer fd.inMu.Unlock()
+	return fd.in.Held()
+}
+
+// InputEnded reports whether input has ended (peer FIN or a read error).
+func (fd *FD) InputEnded() bool {
+	fd.inMu.Lock()
+	defer fd.inMu.Unlock()
+	return fd.inErr != nil
+}

@@ -1,0 +1,243 @@
+package poll
+
+import (
+	"github.com/ringpoll/ringpoll/internal/buf"
+)
+
+// maxIov bounds the chunks gathered into one sendmsg.
+const maxIov = 64
+
+// Output, loop side. Only the loop goroutine calls these.
+
+// OutputSlices appends up to max chunks of queued output to dst. The chunks
+// stay valid until OutputSent consumes them: writers only append.
+func (fd *FD) OutputSlices(dst [][]byte, max int) [][]byte {
+	fd.outMu.Lock()
+	defer fd.outMu.Unlock()
+	return fd.out.Slices(dst, max)
+}
+
+// OutputSent consumes n sent bytes. It reports whether the queue is now
+// empty, in which case the loop no longer owns output.
+func (fd *FD) OutputSent(n int) (empty bool) {
+	fd.outMu.Lock()
+	fd.out.Skip(n)
+	fd.out.Release()
+	left := fd.out.Len()
+	empty = left == 0
+	if empty {
+		fd.loopOwns = false
+	}
+	fd.outMu.Unlock()
+	if left <= fd.cfg.OutputLowWater {
+		signal(fd.writable)
+	}
+	fd.touch()
+	return empty
+}
+
+// OutputError drops the queued output after a send failed with err; writers
+// get err from then on.
+func (fd *FD) OutputError(err error) {
+	fd.outMu.Lock()
+	if fd.outErr == nil {
+		fd.outErr = err
+	}
+	fd.out.Discard()
+	fd.loopOwns = false
+	fd.outMu.Unlock()
+	signal(fd.writable)
+}
+
+// OutputPending reports whether output is queued for the loop to send.
+func (fd *FD) OutputPending() bool {
+	fd.outMu.Lock()
+	defer fd.outMu.Unlock()
+	return fd.out.Len() > 0
+}
+
+// DrainTimeout returns how long the loop keeps sending after Close.
+func (fd *FD) DrainTimeout() int64 { return int64(fd.cfg.DrainTimeout) }
+
+// Output, user side.
+
+// source is what a writer sends: one slice, or a Writer's linked buffer.
+type source interface {
+	len() int
+	slices(dst [][]byte) [][]byte
+	advance(n int)
+}
+
+type sliceSource struct{ p []byte }
+
+func (s *sliceSource) len() int                     { return len(s.p) }
+func (s *sliceSource) slices(dst [][]byte) [][]byte { return append(dst, s.p) }
+func (s *sliceSource) advance(n int)                { s.p = s.p[n:] }
+
+type bufSource struct{ b *buf.LinkBuffer }
+
+func (s bufSource) len() int                     { return s.b.Len() }
+func (s bufSource) slices(dst [][]byte) [][]byte { return s.b.Slices(dst, maxIov) }
+func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release() }
+
+// Write sends p. It returns once every byte is in the kernel or copied into
+// the output queue, blocking while the queue is above the output high-water
+// mark (bounded by the write deadline). Safe for concurrent use: writes are
+// serialized and never interleave.
+func (fd *FD) Write(p []byte) (int, error) {
+	fd.wmu.Lock()
+	defer fd.wmu.Unlock()
+	return fd.write(&sliceSource{p})
+}
+
+// WriteBuffer sends everything in b as Write does; b is empty afterwards,
+// even on error. Bytes b references are sent or copied before it returns, so
+// the caller may reuse them at once.
+func (fd *FD) WriteBuffer(b *buf.LinkBuffer) error {
+	fd.wmu.Lock()
+	defer fd.wmu.Unlock()
+	_, err := fd.write(bufSource{b})
+	b.Discard()
+	return err
+}
+
+func (fd *FD) write(src source) (int, error) {
+	total := 0
+	direct := fd.DirectWrite
+	for src.len() > 0 {
+		if err := fd.writeErr(); err != nil {
+			return total, err
+		}
+		fd.outMu.Lock()
+		if direct && !fd.loopOwns {
+			// The loop is not sending: send from this goroutine.
+			fd.outMu.Unlock()
+			fd.iov = src.slices(fd.iov[:0])
+			n, err := fd.send(fd.iov)
+			if n > 0 {
+				total += n
+				src.advance(n)
+				fd.touch()
+			}
+			if err == errAgain {
+				direct = false // queue the rest for the loop
+			} else if err != nil {
+				fd.setOutErr(err)
+				return total, err
+			}
+			continue
+		}
+		if room := fd.cfg.OutputHighWater - fd.out.Len(); room > 0 {
+			total += fd.queue(src, room)
+			kick := !fd.loopOwns
+			fd.loopOwns = true
+			fd.outMu.Unlock()
+			if kick {
+				fd.Loop.Flush(fd)
+			}
+			continue
+		}
+		fd.outMu.Unlock()
+		select {
+		case <-fd.writable:
+		case <-fd.wd.wait():
+		case <-fd.closing:
+		}
+	}
+	return total, nil
+}
+
+// queue copies up to room bytes of src into the output queue. Called with
+// outMu held.
+func (fd *FD) queue(src source, room int) int {
+	n := 0
+	fd.iov = src.slices(fd.iov[:0])
+	for _, p := range fd.iov {
+		if n+len(p) > room {
+			p = p[:room-n]
+		}
+		fd.out.Append(p)
+		n += len(p)
+		if n == room {
+			break
+		}
+	}
+	src.advance(n)
+	return n
+}
+
+// writeErr returns why no more can be written, if anything.
+func (fd *FD) writeErr() error {
+	if fd.Closing() {
+		return ErrClosed
+	}
+	if fd.wd.expired() {
+		return ErrDeadline
+	}
+	fd.outMu.Lock()
+	defer fd.outMu.Unlock()
+	if fd.wrClosed {
+		return ErrWriteClosed
+	}
+	return fd.outErr
+}
+
+func (fd *FD) setOutErr(err error) {
+	fd.outMu.Lock()
+	if fd.outErr == nil {
+		fd.outErr = err
+	}
+	fd.outMu.Unlock()
+}
+
+// send makes one send syscall on behalf of a user goroutine.
+func (fd *FD) send(iov [][]byte) (int, error) {
+	fd.sysMu.RLock()
+	defer fd.sysMu.RUnlock()
+	if fd.sysClosed {
+		return 0, ErrClosed
+	}
+	return Sendv(fd.Sysfd, iov, &fd.iovecs)
+}
+
+// CloseWrite waits until the queued output is sent (bounded by the write
+// deadline), then shuts down the writing side of the socket: the peer reads
+// EOF. Later writes fail with ErrWriteClosed.
+func (fd *FD) CloseWrite() error {
+	fd.wmu.Lock()
+	defer fd.wmu.Unlock()
+	for {
+		if err := fd.writeErr(); err != nil {
+			return err
+		}
+		fd.outMu.Lock()
+		idle := !fd.loopOwns
+		if idle {
+			fd.wrClosed = true
+		}
+		fd.outMu.Unlock()
+		if idle {
+			return fd.Control(func(s int) error { return Shutdown(s, shutWrite) })
+		}
+		select {
+		case <-fd.writable:
+		case <-fd.wd.wait():
+		case <-fd.closing:
+		}
+	}
+}
+
+// CloseRead shuts down the reading side of the socket.
+func (fd *FD) CloseRead() error {
+	if fd.Closing() {
+		return ErrClosed
+	}
+	return fd.Control(func(s int) error { return Shutdown(s, shutRead) })
+}
+
+// Quiet reports whether fd has no queued output.
+func (fd *FD) Quiet() bool {
+	fd.outMu.Lock()
+	defer fd.outMu.Unlock()
+	return !fd.loopOwns && fd.out.Len() == 0
+}

@@ -1,0 +1,112 @@
+// Package poll holds what every ringpoll engine shares: the per-connection
+// state (FD), its blocking reader and writer operations, deadlines, and the
+// contract an engine's event loop implements.
+//
+// # The loop contract
+//
+// An engine runs one or more loops. Each registered FD belongs to exactly one
+// loop for its whole life. Two kinds of goroutine touch an FD:
+//
+//   - the loop goroutine, which alone produces input (FD.InputSpace and
+//     FD.InputCommit, or FD.InputRef for memory the kernel filled), records
+//     input errors (FD.InputError), sends output that the writers handed over
+//     (FD.OutputSlices, FD.OutputSent, FD.OutputError) and finally closes the
+//     socket (FD.Finalize);
+//   - user goroutines, which read (Read, Next, Peek, ...) and write (Write,
+//     WriteBuffer), set deadlines and call Close.
+//
+// A Loop receives three requests from user goroutines. Each may be called from
+// any goroutine, must not block, and must be acted on by the loop soon even if
+// the loop is asleep:
+//
+//   - Flush(fd): fd's output buffer is non-empty and the loop owns sending it
+//     (FD.loopOwns is set). The loop sends until the buffer is empty, waiting
+//     for writability as the engine does it (EPOLLOUT, POLL_ADD, a SEND CQE),
+//     reporting progress with FD.OutputSent. It keeps at most one send in
+//     flight per FD, so bytes go out in order.
+//   - Resume(fd): fd's reader consumed input below the low-water mark, or a
+//     blocked reader needs more than is buffered. The loop starts reading fd
+//     again (epoll: read until EAGAIN; io_uring: re-arm the multishot recv).
+//   - Close(fd): the user closed fd. The loop keeps sending queued output until
+//     it is empty, a send fails, or fd's drain deadline passes; then it stops
+//     every operation on the socket (epoll_ctl DEL; for io_uring: cancel and
+//     wait for each op's final CQE) and calls FD.Finalize, which closes the
+//     descriptor. A loop never closes a descriptor that has operations in
+//     flight, and never touches the FD after Finalize.
+//
+// Input backpressure is the loop's duty: FD.InputCommit and FD.InputRef report
+// whether the FD wants more; when they say no, the loop stops reading (epoll:
+// it ignores readiness; io_uring: it does not re-arm the recv) until Resume.
+//
+// Engines whose writers may call send themselves (epoll, uring-reactor,
+// uring-hybrid) set FD.DirectWrite before registering: a writer then sends in
+// its own goroutine while the loop does not own output, and hands the rest to
+// the loop on EAGAIN. Engines that send only from the loop (uring) leave it
+// false: every write is queued and the loop is asked to Flush.
+package poll
+
+import (
+	"errors"
+	"net"
+	"os"
+	"time"
+)
+
+// Loop is the engine side of one event loop, as an FD sees it. See the
+// package documentation for the contract.
+type Loop interface {
+	// Flush asks the loop to send fd's queued output.
+	Flush(fd *FD)
+	// Resume asks the loop to read fd again.
+	Resume(fd *FD)
+	// Close asks the loop to drain and close fd.
+	Close(fd *FD)
+}
+
+// Engine is a running instance of one engine: a set of loops.
+type Engine interface {
+	// Name is the engine's name as ringpoll.ParseEngine spells it.
+	Name() string
+	// Register attaches fd to one of the engine's loops and starts input.
+	// The socket must be non-blocking. On success, fd.Loop is set and the
+	// loop will eventually call fd.Finalize. Safe for concurrent use.
+	Register(fd *FD) error
+	// Stop ends the engine's loops once every FD registered with it has
+	// been finalized. It does not block.
+	Stop()
+}
+
+// Config holds the per-connection limits an FD is created with.
+type Config struct {
+	// InputHighWater is the number of input bytes (buffered or consumed but
+	// not released) at which the loop stops reading the socket.
+	InputHighWater int
+	// InputLowWater is the level under which reading resumes.
+	InputLowWater int
+	// OutputHighWater is the number of queued output bytes above which
+	// writers block.
+	OutputHighWater int
+	// OutputLowWater is the level under which blocked writers continue.
+	OutputLowWater int
+	// DrainTimeout bounds how long Close keeps sending queued output.
+	DrainTimeout time.Duration
+	// IdleTimeout closes a connection with no input or output for that long
+	// (0: never).
+	IdleTimeout time.Duration
+}
+
+// Errors returned by FD operations. The public package wraps them in
+// *net.OpError where net does.
+var (
+	// ErrClosed is returned for an FD closed by this side. It is
+	// net.ErrClosed itself, so errors.Is works without wrapping.
+	ErrClosed = net.ErrClosed
+	// ErrDeadline is returned when a deadline passes. It is
+	// os.ErrDeadlineExceeded itself.
+	ErrDeadline = os.ErrDeadlineExceeded
+	// ErrBufferFull is returned by Until when the input high-water mark of
+	// bytes holds no delimiter.
+	ErrBufferFull = errors.New("ringpoll: input high-water mark reached without the delimiter")
+	// ErrWriteClosed is returned by writes after CloseWrite.
+	ErrWriteClosed = errors.New("ringpoll: write after CloseWrite")
+)

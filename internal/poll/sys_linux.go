@@ -1,0 +1,93 @@
+package poll
+
+import (
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// errAgain is the errno a non-blocking send or read meets when the socket
+// has no room or no data.
+var errAgain error = unix.EAGAIN
+
+const (
+	shutRead  = unix.SHUT_RD
+	shutWrite = unix.SHUT_WR
+)
+
+// Iovecs is scratch space for one sendmsg: it lives on the heap, in an FD or
+// a loop, so the kernel never reads a Go stack.
+type Iovecs [maxIov]unix.Iovec
+
+// Sendv sends the chunks of iov (at most maxIov) with one send or sendmsg.
+// MSG_NOSIGNAL keeps SIGPIPE away from runtime threads when the peer is gone.
+// It returns errAgain as is and other errors as *os.SyscallError.
+func Sendv(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
+	for {
+		var n int
+		var err error
+		if len(iov) == 1 {
+			n, err = unix.SendmsgN(sysfd, iov[0], nil, nil, unix.MSG_NOSIGNAL)
+		} else {
+			n, err = sendmsg(sysfd, iov, vecs)
+		}
+		switch err {
+		case nil:
+			return n, nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, errAgain
+		}
+		return 0, os.NewSyscallError("sendmsg", err)
+	}
+}
+
+func sendmsg(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
+	cnt := 0
+	for _, p := range iov {
+		if len(p) == 0 || cnt == len(vecs) {
+			continue
+		}
+		vecs[cnt].Base = &p[0]
+		vecs[cnt].SetLen(len(p))
+		cnt++
+	}
+	var msg unix.Msghdr
+	msg.Iov = &vecs[0]
+	msg.SetIovlen(cnt)
+	n, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(sysfd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL)
+	for i := range cnt {
+		vecs[i].Base = nil // let the payload be collected
+	}
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Read reads from sysfd into p, retrying EINTR. It returns (0, nil) at EOF,
+// errAgain as is, and other errors as *os.SyscallError.
+func Read(sysfd int, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(sysfd, p)
+		switch err {
+		case nil:
+			return n, nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, errAgain
+		}
+		return 0, os.NewSyscallError("read", err)
+	}
+}
+
+// Shutdown shuts down one side of the socket.
+func Shutdown(sysfd, how int) error {
+	return os.NewSyscallError("shutdown", unix.Shutdown(sysfd, how))
+}
+
+// IsAgain reports whether err is the "try again" errno from Read or Sendv.
+func IsAgain(err error) bool { return err == errAgain }
