@@ -1,0 +1,187 @@
+package ringpoll
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+// Conn is a stream connection served by a ringpoll engine: a net.Conn (Read
+// blocks, deadlines work) and a syscall.Conn, with a nocopy Reader and Writer
+// on the side. Its methods are safe for concurrent use except Reader and
+// Writer, whose methods must be used by one goroutine at a time.
+type Conn struct {
+	fd      *poll.FD
+	network string
+	laddr   net.Addr
+	raddr   net.Addr
+	reader  Reader
+	writer  Writer
+
+	// Set for connections a Server runs.
+	srv        *Server
+	processing atomic.Bool
+	inputSeq   atomic.Uint64 // bumped by the loop on each input batch
+	process    func()
+}
+
+var _ interface {
+	net.Conn
+	syscall.Conn
+} = (*Conn)(nil)
+
+// newConn wraps the non-blocking socket sysfd and registers it with the
+// engine r, taking a reference that the connection's final close drops. If
+// srv is set, the connection's input runs srv's handler. On error the socket
+// is closed.
+func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *engineRef, srv *Server) (*Conn, error) {
+	c := &Conn{fd: poll.NewFD(sysfd, cfg.pollConfig()), network: network, laddr: laddr, raddr: raddr}
+	c.reader.c = c
+	c.writer.c = c
+	if srv != nil {
+		c.srv = srv
+		c.process = c.serve
+		c.fd.OnInput = c.schedule
+	}
+	if srv != nil && !srv.adopt(c) {
+		unix.Close(sysfd)
+		return nil, ErrServerClosed
+	}
+	r.retain()
+	c.fd.OnFinalize = func() {
+		if c.srv != nil {
+			c.srv.forget(c)
+		}
+		r.release()
+	}
+	if err := r.eng.Register(c.fd); err != nil {
+		unix.Close(sysfd)
+		if srv != nil {
+			srv.forget(c)
+		}
+		r.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Read reads up to len(b) bytes, blocking until some arrive. It returns
+// io.EOF after the peer closed its side and the buffered bytes were read.
+// Read releases the input it consumed: slices from Reader become invalid.
+func (c *Conn) Read(b []byte) (int, error) {
+	n, err := c.fd.Read(b)
+	return n, c.opError("read", err)
+}
+
+// Write writes b, returning once every byte is in the kernel or in the
+// connection's output queue (which then sends it); it blocks while that queue
+// is above the output high-water mark. b may be reused when Write returns.
+func (c *Conn) Write(b []byte) (int, error) {
+	n, err := c.fd.Write(b)
+	return n, c.opError("write", err)
+}
+
+// Close closes the connection. Blocked and later calls fail with
+// net.ErrClosed; queued output is still sent, for up to the drain timeout.
+func (c *Conn) Close() error {
+	return c.opError("close", c.fd.Close())
+}
+
+// CloseWrite waits until queued output is sent (bounded by the write
+// deadline), then shuts down the writing side: the peer reads EOF.
+func (c *Conn) CloseWrite() error {
+	return c.opError("close", c.fd.CloseWrite())
+}
+
+// CloseRead shuts down the reading side of the socket.
+func (c *Conn) CloseRead() error {
+	return c.opError("close", c.fd.CloseRead())
+}
+
+// LocalAddr returns the local address.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets the read and write deadlines, as net.Conn specifies.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline for Read and the Reader's blocking
+// methods; they then fail with an error that wraps os.ErrDeadlineExceeded.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.fd.Closing() {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.fd.SetReadDeadline(t)
+	return nil
+}
+
+// SetWriteDeadline sets the deadline for Write and Writer.Flush.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.fd.Closing() {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.fd.SetWriteDeadline(t)
+	return nil
+}
+
+// SetNoDelay controls TCP_NODELAY (Nagle's algorithm off when true). TCP
+// connections from Listen and Dial start with it on, as in net.
+func (c *Conn) SetNoDelay(noDelay bool) error {
+	v := 0
+	if noDelay {
+		v = 1
+	}
+	err := c.fd.Control(func(s int) error {
+		return os.NewSyscallError("setsockopt", unix.SetsockoptInt(s, unix.IPPROTO_TCP, unix.TCP_NODELAY, v))
+	})
+	return c.opError("set", err)
+}
+
+// Reader returns the connection's nocopy reader.
+func (c *Conn) Reader() *Reader { return &c.reader }
+
+// Writer returns the connection's nocopy writer.
+func (c *Conn) Writer() *Writer { return &c.writer }
+
+// SyscallConn returns a raw connection for Control (socket options). Its
+// Read and Write return an error: the engine owns the socket's I/O.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	return rawConn{c}, nil
+}
+
+// errRawIO is returned by RawConn Read and Write.
+var errRawIO = errors.New("ringpoll: RawConn Read and Write are not supported: the engine owns the socket's I/O")
+
+type rawConn struct{ c *Conn }
+
+func (r rawConn) Control(f func(fd uintptr)) error {
+	err := r.c.fd.Control(func(s int) error { f(uintptr(s)); return nil })
+	return r.c.opError("raw-control", err)
+}
+
+func (r rawConn) Read(func(fd uintptr) bool) error  { return errRawIO }
+func (r rawConn) Write(func(fd uintptr) bool) error { return errRawIO }
+
+// opError wraps err as net does: io.EOF as is, everything else in a
+// *net.OpError.
+func (c *Conn) opError(op string, err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return &net.OpError{Op: op, Net: c.network, Source: c.laddr, Addr: c.raddr, Err: err}
+}

@@ -1,0 +1,181 @@
+package ringpoll
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Listener is a stream listener whose accepted connections are served by a
+// ringpoll engine. It is a net.Listener: http.Serve, tls.NewListener and
+// grpc's Serve accept it unmodified. Its methods are safe for concurrent use.
+type Listener struct {
+	ln        net.Listener // owns the address (and the Unix socket file)
+	file      *os.File     // a duplicate of ln's socket, for waiting in accept
+	rc        syscall.RawConn
+	network   string
+	cfg       *config
+	eng       *engineRef
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// Listen announces on the local address, as net.Listen does, for the
+// networks "tcp", "tcp4", "tcp6" and "unix".
+func Listen(network, address string, opts ...Option) (*Listener, error) {
+	if err := checkNetwork(network); err != nil {
+		return nil, err
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := acquireEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// net.Listen does the address work (resolution, SO_REUSEADDR, dual
+	// stack, unlinking the Unix socket file on Close); accepting goes around
+	// it, straight to accept4, so accepted sockets never enter Go's poller.
+	// MPTCP, which Go turns on for listeners by default, is turned off:
+	// plain TCP is what the engines are built and measured for.
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), network, address)
+	if err != nil {
+		eng.release()
+		return nil, err
+	}
+	// A listener's own RawConn cannot wait (its Read is EINVAL), but an
+	// os.File's can: Go's poller wakes Accept, and closing the file wakes it
+	// with an error.
+	file, err := ln.(interface{ File() (*os.File, error) }).File()
+	if err != nil {
+		ln.Close()
+		eng.release()
+		return nil, err
+	}
+	rc, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		ln.Close()
+		eng.release()
+		return nil, err
+	}
+	return &Listener{ln: ln, file: file, rc: rc, network: network, cfg: cfg, eng: eng}, nil
+}
+
+func checkNetwork(network string) error {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "unix":
+		return nil
+	}
+	return net.UnknownNetworkError(network + " (ringpoll supports tcp, tcp4, tcp6 and unix)")
+}
+
+// Accept waits for the next connection and returns it as a *Conn.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.accept(nil)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// AcceptConn is Accept returning the *Conn type.
+func (l *Listener) AcceptConn() (*Conn, error) { return l.accept(nil) }
+
+// Close stops listening. A blocked Accept returns an error wrapping
+// net.ErrClosed. Accepted connections stay open.
+func (l *Listener) Close() error {
+	err := net.ErrClosed
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		l.file.Close()
+		err = l.ln.Close()
+		l.eng.release()
+	})
+	if err != nil {
+		return &net.OpError{Op: "close", Net: l.network, Addr: l.Addr(), Err: err}
+	}
+	return nil
+}
+
+// Addr returns the listener's address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Engine returns the engine serving the listener's connections.
+func (l *Listener) Engine() Engine { return l.eng.key.engine }
+
+func (l *Listener) accept(srv *Server) (*Conn, error) {
+	for {
+		var sysfd int
+		var sa unix.Sockaddr
+		var aerr error
+		err := l.rc.Read(func(fd uintptr) bool {
+			sysfd, sa, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			return aerr != unix.EAGAIN
+		})
+		if err != nil {
+			if l.closed.Load() {
+				err = net.ErrClosed // os reports "use of closed file"
+			}
+			return nil, l.opError(err)
+		}
+		switch aerr {
+		case nil:
+		case unix.EINTR, unix.ECONNABORTED:
+			continue // the peer gave up while queued: not the listener's error
+		default:
+			return nil, l.opError(os.NewSyscallError("accept4", aerr))
+		}
+		c, err := l.newConn(sysfd, sa, srv)
+		if err != nil {
+			return nil, l.opError(err)
+		}
+		return c, nil
+	}
+}
+
+func (l *Listener) newConn(sysfd int, sa unix.Sockaddr, srv *Server) (*Conn, error) {
+	cfg := l.cfg
+	if srv != nil {
+		cfg = srv.connConfig(l.cfg)
+	}
+	if l.network != "unix" {
+		// As in net: Nagle off for request/response traffic.
+		unix.SetsockoptInt(sysfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	laddr := l.Addr()
+	if lsa, err := unix.Getsockname(sysfd); err == nil && l.network != "unix" {
+		laddr = sockaddrToAddr(lsa, l.network)
+	}
+	return newConn(sysfd, l.network, laddr, sockaddrToAddr(sa, l.network), cfg, l.eng, srv)
+}
+
+func (l *Listener) opError(err error) error {
+	return &net.OpError{Op: "accept", Net: l.network, Addr: l.Addr(), Err: err}
+}
+
+// sockaddrToAddr converts an accepted or local socket address.
+func sockaddrToAddr(sa unix.Sockaddr, network string) net.Addr {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+	case *unix.SockaddrInet6:
+		a := &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+		if sa.ZoneId != 0 {
+			a.Zone = fmt.Sprint(sa.ZoneId)
+		}
+		return a
+	case *unix.SockaddrUnix:
+		return &net.UnixAddr{Name: sa.Name, Net: network}
+	}
+	return nil
+}

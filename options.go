@@ -1,0 +1,164 @@
+package ringpoll
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+// Option configures Listen, Dial, a Dialer or NewServer. Options are
+// checked when used: a malformed one makes the call fail with an error that
+// names it.
+type Option func(*config)
+
+// Defaults for the options.
+const (
+	// DefaultInputHighWater is the default WithInputHighWater: 4 MiB.
+	DefaultInputHighWater = 4 << 20
+	// DefaultOutputHighWater is the default WithOutputHighWater: 4 MiB.
+	DefaultOutputHighWater = 4 << 20
+	// DefaultDrainTimeout is the default WithDrainTimeout: 5 s.
+	DefaultDrainTimeout = 5 * time.Second
+)
+
+type config struct {
+	engine    Engine
+	engineSet bool
+	loops     int
+	inHigh    int
+	outHigh   int
+	idle      time.Duration
+	drain     time.Duration
+	logger    *slog.Logger
+	err       error
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{
+		loops:   max(1, runtime.NumCPU()/20),
+		inHigh:  DefaultInputHighWater,
+		outHigh: DefaultOutputHighWater,
+		drain:   DefaultDrainTimeout,
+		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	c.apply(opts)
+	return c, c.err
+}
+
+func (c *config) apply(opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("ringpoll: "+format, args...)
+	}
+}
+
+func (c *config) pollConfig() poll.Config {
+	return poll.Config{
+		InputHighWater:  c.inHigh,
+		InputLowWater:   c.inHigh / 2,
+		OutputHighWater: c.outHigh,
+		OutputLowWater:  c.outHigh / 2,
+		DrainTimeout:    c.drain,
+		IdleTimeout:     c.idle,
+	}
+}
+
+// WithEngine selects the I/O engine. Default: EngineAuto.
+func WithEngine(e Engine) Option {
+	return func(c *config) {
+		if int(e) >= len(engineNames) {
+			c.fail("WithEngine(%d): unknown engine", uint8(e))
+			return
+		}
+		c.engine, c.engineSet = e, true
+	}
+}
+
+// WithLoops sets the number of event loops that connections are spread
+// over. Default: max(1, NumCPU/20), the rule cloudwego/netpoll uses. Engines
+// with different loop counts run separately.
+func WithLoops(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 1024 {
+			c.fail("WithLoops(%d): the loop count must be between 1 and 1024", n)
+			return
+		}
+		c.loops = n
+	}
+}
+
+// WithInputHighWater sets, in bytes, how much input one connection may hold
+// (buffered, or consumed but not released) before its loop stops reading the
+// socket; reading resumes under half of it. TCP flow control then slows the
+// peer. Default: DefaultInputHighWater (4 MiB). Minimum 4096.
+func WithInputHighWater(n int) Option {
+	return func(c *config) {
+		if n < 4096 {
+			c.fail("WithInputHighWater(%d): must be at least 4096 bytes", n)
+			return
+		}
+		c.inHigh = n
+	}
+}
+
+// WithOutputHighWater sets, in bytes, how much unsent output one connection
+// may queue; a Write or Flush beyond it blocks (bounded by the write
+// deadline) until the queue falls under half of it. Default:
+// DefaultOutputHighWater (4 MiB). Minimum 4096.
+func WithOutputHighWater(n int) Option {
+	return func(c *config) {
+		if n < 4096 {
+			c.fail("WithOutputHighWater(%d): must be at least 4096 bytes", n)
+			return
+		}
+		c.outHigh = n
+	}
+}
+
+// WithIdleTimeout closes a connection that neither received nor sent a byte
+// for d. Default: 0, never.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithIdleTimeout(%v): must not be negative", d)
+			return
+		}
+		c.idle = d
+	}
+}
+
+// WithDrainTimeout bounds how long a closed connection keeps sending the
+// output it had queued; after it the socket is closed and the rest dropped.
+// Default: DefaultDrainTimeout (5 s).
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithDrainTimeout(%v): must not be negative", d)
+			return
+		}
+		c.drain = d
+	}
+}
+
+// WithLogger sets the logger for rare events (an engine starting, a fallback,
+// accept errors a Server retries). Default: none.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.fail("WithLogger(nil): pass a logger")
+			return
+		}
+		c.logger = l
+	}
+}

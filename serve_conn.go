@@ -1,0 +1,60 @@
+package ringpoll
+
+// The per-connection side of a Server: scheduling the handler on input.
+
+// schedule runs on the loop goroutine after input arrived: it starts the
+// handler on a pooled goroutine unless one is already running.
+func (c *Conn) schedule() {
+	c.inputSeq.Add(1)
+	if c.processing.CompareAndSwap(false, true) {
+		c.srv.pool.Go(c.process)
+	}
+}
+
+// serve runs the handler while there is input it makes progress on, then
+// gives up the processing flag. The re-check after clearing the flag catches
+// input that arrived while it was set, whose schedule call did nothing.
+func (c *Conn) serve() {
+	for {
+		seq := c.inputSeq.Load()
+		if !c.runHandler() {
+			c.processing.Store(false)
+			return
+		}
+		c.processing.Store(false)
+		if c.inputSeq.Load() == seq || !c.processing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// runHandler calls the handler while it consumes input. It reports false
+// once the connection is closed or closing.
+func (c *Conn) runHandler() bool {
+	for {
+		if c.fd.Closing() {
+			return false
+		}
+		before := c.fd.Len()
+		if before == 0 {
+			if c.fd.InputEnded() {
+				c.Close() // the peer is done and so is the input
+				return false
+			}
+			return true
+		}
+		err := c.srv.handler(c.srv.ctx, c)
+		c.fd.Release()
+		if err != nil {
+			c.Close()
+			return false
+		}
+		if c.fd.Len() == before {
+			if c.fd.InputEnded() {
+				c.Close() // nothing will ever complete what is left
+				return false
+			}
+			return true // wait for more input
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/gopool"
+)
+
+// Handler serves a connection's input, netpoll style: a Server calls it on a
+// pooled goroutine whenever the connection has unread input, never twice at
+// once for one connection. It reads through c.Reader() and writes through
+// c.Writer() (or Read and Write). Input the handler consumed is released
+// when it returns. It is called again while input remains and it keeps
+// consuming; once it leaves input unconsumed, it is next called when more
+// arrives. When the peer has closed and the input is used up, the Server
+// closes the connection. Returning an error closes the connection.
+type Handler func(ctx context.Context, c *Conn) error
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("ringpoll: Server closed")
+
+// Server runs a Handler for the connections of ringpoll listeners. Its
+// methods are safe for concurrent use.
+type Server struct {
+	handler Handler
+	opts    []Option
+	cfg     *config
+	pool    *gopool.Pool
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu        sync.Mutex
+	listeners map[*Listener]struct{}
+	conns     map[*Conn]struct{}
+	closed    bool
+}
+
+// NewServer returns a Server that runs h. The options set the limits of the
+// connections it serves, over those of the listener (WithEngine, if given,
+// must match the listener's engine).
+func NewServer(h Handler, opts ...Option) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("ringpoll: NewServer: nil Handler")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.engineSet {
+		if _, err := cfg.engine.resolve(); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		handler:   h,
+		opts:      opts,
+		cfg:       cfg,
+		pool:      gopool.New(time.Second),
+		ctx:       ctx,
+		cancel:    cancel,
+		listeners: map[*Listener]struct{}{},
+		conns:     map[*Conn]struct{}{},
+	}, nil
+}
+
+// Serve accepts connections on ln and runs the handler for them until ln
+// fails or the Server shuts down, when it returns ErrServerClosed. ln must
+// come from Listen.
+func (s *Server) Serve(ln net.Listener) error {
+	l, ok := ln.(*Listener)
+	if !ok {
+		return fmt.Errorf("ringpoll: Serve needs a listener from ringpoll.Listen, not %T", ln)
+	}
+	if s.cfg.engineSet {
+		want, _ := s.cfg.engine.resolve()
+		if want != l.Engine() {
+			return fmt.Errorf("ringpoll: Serve: the Server wants engine %s but the listener runs %s", want, l.Engine())
+		}
+	}
+	if !s.track(l) {
+		return ErrServerClosed
+	}
+	defer s.untrack(l)
+	var backoff time.Duration
+	for {
+		_, err := l.accept(s)
+		if err == nil {
+			backoff = 0
+			continue
+		}
+		if s.isClosed() {
+			return ErrServerClosed
+		}
+		if !temporary(err) {
+			return err
+		}
+		// Out of descriptors or memory: wait for connections to close, as
+		// net/http does, instead of spinning.
+		backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+		s.cfg.logger.Warn("ringpoll: accept failed; retrying", "err", err, "delay", backoff)
+		time.Sleep(backoff)
+	}
+}
+
+// connConfig is the listener's configuration with the Server's options over
+// it.
+func (s *Server) connConfig(base *config) *config {
+	c := *base
+	c.apply(s.opts)
+	return &c
+}
+
+func (s *Server) track(l *Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.listeners[l] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(l *Listener) {
+	s.mu.Lock()
+	delete(s.listeners, l)
+	s.mu.Unlock()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// adopt records a new connection, unless Shutdown began.
+func (s *Server) adopt(c *Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) forget(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown stops the Server gracefully: it closes the listeners, lets
+// running handlers finish and queued output drain, closes each connection
+// once it is quiet, and returns when all are closed. If ctx ends first, it
+// closes the rest at once and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	s.mu.Unlock()
+	defer s.pool.Close()
+
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if s.closeQuiet() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			s.cancel()
+			s.closeAll()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// closeQuiet closes connections with no running handler and no queued
+// output, and returns how many connections remain open.
+func (s *Server) closeQuiet() int {
+	s.mu.Lock()
+	var quiet []*Conn
+	for c := range s.conns {
+		if !c.processing.Load() && c.fd.Quiet() {
+			quiet = append(quiet, c)
+		}
+	}
+	n := len(s.conns)
+	s.mu.Unlock()
+	for _, c := range quiet {
+		c.Close()
+	}
+	return n
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// temporary reports whether an accept error may pass (EMFILE, ENFILE,
+// ENOBUFS, ENOMEM).
+func temporary(err error) bool {
+	var te interface{ Temporary() bool }
+	return errors.As(err, &te) && te.Temporary()
+}
