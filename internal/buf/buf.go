@@ -48,7 +48,7 @@ type LinkBuffer struct {
 	tail *node // last linked node; the producer writes into its free area
 
 	length int // readable bytes
-	held   int // sum of w over linked nodes: the memory Release has not let go
+	held   int // bytes not yet released: sum of w-off over linked nodes
 
 	// Producer-only state, touched by WriteSpace without the mutex.
 	pending  *node // node prepared by WriteSpace, linked by Commit
@@ -221,7 +221,15 @@ func (b *LinkBuffer) Release() {
 			b.read = n.next
 		}
 		b.head = n.next
-		b.held -= n.w
+		b.held -= n.w - n.off
 		freeNode(n)
+	}
+	// The tail is kept even when fully consumed (a producer may be
+	// writing its free space), but its bytes are released all the same:
+	// Held must fall to zero once everything is, or a connection paused
+	// at its high-water mark would never resume.
+	if t := b.tail; t != nil && b.head == t && t.r == t.w {
+		b.held -= t.w - t.off
+		t.off = t.w
 	}
 }

@@ -135,6 +135,9 @@ func (m *fuzzModel) step(r *opReader) {
 		m.checkNexts()
 		b.Release()
 		m.nexts = m.nexts[:0]
+		if b.Len() == 0 && b.Held() != 0 {
+			t.Fatalf("Release with nothing readable left Held %d", b.Held())
+		}
 	case 11: // Slices
 		limit := r.byte() % 8
 		s := b.Slices(nil, limit)

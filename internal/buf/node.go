@@ -25,6 +25,7 @@ const (
 type node struct {
 	buf     []byte
 	r, w    int
+	off     int // bytes of this node already taken out of LinkBuffer.held
 	next    *node
 	class   int    // index into classSizes, classUnpooled or classRef
 	release func() // for classRef nodes; called exactly once when freed
@@ -86,7 +87,7 @@ func newRefNode(p []byte, release func()) *node {
 // freeNode returns n to its pool, calling its release func if it has one.
 // The caller must have unlinked n and must not touch it afterwards.
 func freeNode(n *node) {
-	n.r, n.w, n.next = 0, 0, nil
+	n.r, n.w, n.off, n.next = 0, 0, 0, nil
 	switch n.class {
 	case classRef, classUnpooled:
 		rel := n.release

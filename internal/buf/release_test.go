@@ -31,8 +31,9 @@ func TestReleaseKeepsTail(t *testing.T) {
 		{"partial head kept", []string{"abc", "def", "ghi"}, 2, 9, 3},
 		{"head freed", []string{"abc", "def", "ghi"}, 3, 6, 2},
 		{"two freed", []string{"abc", "def", "ghi"}, 7, 3, 1},
-		{"tail kept when drained", []string{"abc", "def", "ghi"}, 9, 3, 1},
-		{"single drained tail", []string{"abc"}, 3, 3, 1},
+		// A drained tail stays linked but counts as released.
+		{"tail kept when drained", []string{"abc", "def", "ghi"}, 9, 0, 1},
+		{"single drained tail", []string{"abc"}, 3, 0, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -241,3 +241,11 @@ func (fd *FD) Quiet() bool {
 	defer fd.outMu.Unlock()
 	return !fd.loopOwns && fd.out.Len() == 0
 }
+
+// OutputQueued returns the number of output bytes queued for the loop.
+// Tests use it to check the high-water bound.
+func (fd *FD) OutputQueued() int {
+	fd.outMu.Lock()
+	defer fd.outMu.Unlock()
+	return fd.out.Len()
+}
