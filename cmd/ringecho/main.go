@@ -1,0 +1,168 @@
+// Command ringecho is an echo server for scripts and benchmarks.
+//
+//	ringecho -addr 127.0.0.1:7000 -engine auto -api handler
+//
+// With -api handler (the default) it echoes through a Server handler and the
+// nocopy Reader/Writer; with -api conn it runs a goroutine per accepted
+// net.Conn that copies back what it reads. TCP connections get TCP_NODELAY.
+// It logs the engine in use when it starts, and on SIGINT or SIGTERM shuts
+// down gracefully and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ringpoll/ringpoll"
+)
+
+func main() {
+	if err := run(os.Args[1:], nil); err != nil {
+		fmt.Fprintln(os.Stderr, "ringecho:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs the server until a signal; ready, if set, is told the address
+// once it listens (tests use it).
+func run(args []string, ready func(net.Addr)) error {
+	fs := flag.NewFlagSet("ringecho", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:7000", "address to listen on (host:port, or a path with -network unix)")
+	network := fs.String("network", "tcp", "tcp, tcp4, tcp6 or unix")
+	engineName := fs.String("engine", "auto", "engine: auto, epoll, uring, uring-hybrid, uring-reactor, uring-sqpoll")
+	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer) or conn (goroutine per net.Conn)")
+	loops := fs.Int("loops", 0, "event loops (0: the library default)")
+	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	engine, err := ringpoll.ParseEngine(*engineName)
+	if err != nil {
+		return err
+	}
+	if *api != "handler" && *api != "conn" {
+		return fmt.Errorf("-api %q: want handler or conn", *api)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts := []ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}
+	if *loops != 0 {
+		opts = append(opts, ringpoll.WithLoops(*loops))
+	}
+	ln, err := ringpoll.Listen(*network, *addr, opts...)
+	if err != nil {
+		return err
+	}
+	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	if *api == "handler" {
+		return serveHandler(ctx, ln, *grace, log)
+	}
+	return serveConns(ctx, ln, *grace, log)
+}
+
+// echo is the canonical netpoll echo: the bytes go back out without a copy
+// when the socket takes them at once.
+func echo(ctx context.Context, c *ringpoll.Conn) error {
+	r, w := c.Reader(), c.Writer()
+	b, err := r.Next(r.Len())
+	if err != nil {
+		return err
+	}
+	if _, err := w.WriteBinary(b); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return r.Release()
+}
+
+func serveHandler(ctx context.Context, ln *ringpoll.Listener, grace time.Duration, log *slog.Logger) error {
+	srv, err := ringpoll.NewServer(echo)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	// Listen sets TCP_NODELAY on every accepted TCP connection.
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("ringecho shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("ringecho: shutdown forced", "err", err)
+	}
+	if err := <-done; !errors.Is(err, ringpoll.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func serveConns(ctx context.Context, ln *ringpoll.Listener, grace time.Duration, log *slog.Logger) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]struct{}{}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.AcceptConn()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+		if ln.Addr().Network() != "unix" {
+			c.SetNoDelay(true)
+		}
+		mu.Lock()
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			io.Copy(c, c)
+			c.Close()
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+		}()
+	}
+	log.Info("ringecho shutting down")
+	// Copiers end when their peers hang up; after the grace period they
+	// are cut off.
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(grace):
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		<-finished
+	}
+	return nil
+}
