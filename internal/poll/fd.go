@@ -53,8 +53,9 @@ type FD struct {
 	outErr   error // sticky send error
 	wrClosed bool
 	writable chan struct{}
-	iov      [][]byte // writer scratch, under wmu
-	iovecs   Iovecs   // writer scratch, under wmu
+	iov      [][]byte    // writer scratch, under wmu
+	slice    sliceSource // writer scratch, under wmu
+	iovecs   Iovecs      // writer scratch, under wmu
 
 	sysMu     sync.RWMutex
 	sysClosed bool

@@ -87,7 +87,10 @@ func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release() }
 func (fd *FD) Write(p []byte) (int, error) {
 	fd.wmu.Lock()
 	defer fd.wmu.Unlock()
-	return fd.write(&sliceSource{p})
+	fd.slice.p = p // reused under wmu: a new one per call would escape
+	n, err := fd.write(&fd.slice)
+	fd.slice.p = nil
+	return n, err
 }
 
 // WriteBuffer sends everything in b as Write does; b is empty afterwards,

@@ -1,10 +1,12 @@
 package epoll
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,7 +38,12 @@ type task struct {
 // touched only by the loop goroutine.
 type loop struct {
 	epfd, evfd int
-	wake       [8]byte // eventfd increment, read-only after newLoop
+	file       *os.File // epfd on Go's poller
+	rc         syscall.RawConn
+	poll       func(uintptr) bool // pollOnce, bound once: no allocation per wait
+	n          int                // events pollOnce found
+	deadline   time.Time          // the read deadline set on file
+	wake       [8]byte            // eventfd increment, read-only after newLoop
 	sleeping   atomic.Bool
 	done       chan struct{}
 
@@ -76,6 +83,20 @@ func newLoop() (*loop, error) {
 	}
 	l := &loop{epfd: epfd, evfd: evfd, done: make(chan struct{}), draining: map[*poll.FD]time.Time{}}
 	l.wake[0] = 1
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	l.file = os.NewFile(uintptr(epfd), "epoll")
+	rc, err := l.file.SyscallConn()
+	if err != nil {
+		l.file.Close()
+		unix.Close(evfd)
+		return nil, err
+	}
+	l.rc = rc
+	l.poll = l.pollOnce
 	return l, nil
 }
 
@@ -137,14 +158,39 @@ func (l *loop) run() {
 			l.sleeping.Store(false)
 			continue
 		}
-		n, err := unix.EpollWait(l.epfd, l.events[:], l.timeout())
+		n := l.wait()
 		l.sleeping.Store(false)
-		if err != nil && err != unix.EINTR {
-			panic("ringpoll: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug of ours
-		}
 		l.dispatch(n)
 		l.expireDrains()
 	}
+}
+
+// wait returns the next batch of events. It polls without blocking, and
+// when nothing is ready parks the goroutine on Go's own poller, where the
+// epoll descriptor is registered: an idle loop holds no thread and no P, and
+// a wake-up is an ordinary goroutine wake-up.
+func (l *loop) wait() int {
+	if dl := l.nextDrain(); !dl.Equal(l.deadline) {
+		l.deadline = dl
+		l.file.SetReadDeadline(dl)
+	}
+	l.n = 0
+	err := l.rc.Read(l.poll)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		panic("ringpoll: waiting for epoll: " + err.Error())
+	}
+	return l.n
+}
+
+// pollOnce takes ready events without blocking; it reports whether there
+// were any (RawConn.Read parks the goroutine until epfd is readable if not).
+func (l *loop) pollOnce(uintptr) bool {
+	n, err := unix.EpollWait(l.epfd, l.events[:], 0)
+	if err != nil && err != unix.EINTR {
+		panic("ringpoll: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug of ours
+	}
+	l.n = max(n, 0)
+	return n > 0
 }
 
 func (l *loop) hasTasks() bool {
@@ -291,20 +337,15 @@ func (l *loop) finalize(fd *poll.FD) {
 	fd.Finalize()
 }
 
-// timeout is epoll_wait's timeout in ms: until the nearest drain deadline,
-// or forever.
-func (l *loop) timeout() int {
-	if len(l.draining) == 0 {
-		return -1
-	}
+// nextDrain returns the nearest drain deadline, or the zero time.
+func (l *loop) nextDrain() time.Time {
 	var first time.Time
 	for _, t := range l.draining {
 		if first.IsZero() || t.Before(first) {
 			first = t
 		}
 	}
-	ms := (time.Until(first) + time.Millisecond - 1) / time.Millisecond
-	return int(max(ms, 0))
+	return first
 }
 
 func (l *loop) expireDrains() {
@@ -333,7 +374,7 @@ func (l *loop) shutdown() {
 		l.finalize(fd)
 	}
 	unix.Close(l.evfd)
-	unix.Close(l.epfd)
+	l.file.Close() // closes epfd
 }
 
 func isDone(fd *poll.FD) bool {
