@@ -119,7 +119,7 @@ func (l *Listener) accept(srv *Server) (*Conn, error) {
 		var sa unix.Sockaddr
 		var aerr error
 		err := l.rc.Read(func(fd uintptr) bool {
-			sysfd, sa, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			sysfd, sa, aerr = accept(int(fd))
 			return aerr != unix.EAGAIN
 		})
 		if err != nil {

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package ringpoll
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+	"golang.org/x/sys/unix"
+)
+
+// Off Linux the module builds, and Listen and Dial fail with an error
+// wrapping errors.ErrUnsupported.
+
+func startEngine(k engineKey) (poll.Engine, error) {
+	return nil, fmt.Errorf("%w: ringpoll engines need Linux: %w", ErrEngineUnavailable, errors.ErrUnsupported)
+}
+
+func accept(int) (int, unix.Sockaddr, error) { return -1, nil, errors.ErrUnsupported }
