@@ -55,7 +55,15 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		unix.Close(sysfd)
 		return nil, ErrServerClosed
 	}
-	r.retain()
+	if !r.retain() {
+		// The engine stopped: registering would hand the socket to a loop
+		// that is shutting down, which would close it under the caller.
+		unix.Close(sysfd)
+		if srv != nil {
+			srv.forget(c)
+		}
+		return nil, net.ErrClosed
+	}
 	c.fd.OnFinalize = func() {
 		if c.srv != nil {
 			c.srv.forget(c)
@@ -70,6 +78,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		r.release()
 		return nil, err
 	}
+	c.fd.StartIdleTimer()
 	return c, nil
 }
 

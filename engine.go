@@ -129,11 +129,17 @@ func acquireEngine(cfg *config) (*engineRef, error) {
 	return r, nil
 }
 
-// retain adds a reference to a running engine.
-func (r *engineRef) retain() {
+// retain adds a reference to a running engine. It reports false, adding
+// none, if the engine was stopped: its last reference was released (a
+// Listener closed while its Accept was registering a connection).
+func (r *engineRef) retain() bool {
 	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if r.refs == 0 {
+		return false
+	}
 	r.refs++
-	enginesMu.Unlock()
+	return true
 }
 
 // release drops a reference; the last one stops the engine. It does not
@@ -142,7 +148,9 @@ func (r *engineRef) release() {
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	if r.refs--; r.refs == 0 {
-		delete(engines, r.key)
+		if engines[r.key] == r { // a newer engine may run under the key
+			delete(engines, r.key)
+		}
 		r.eng.Stop()
 	}
 }

@@ -30,7 +30,7 @@ type Listener struct {
 // networks "tcp", "tcp4", "tcp6" and "unix".
 func Listen(network, address string, opts ...Option) (*Listener, error) {
 	if err := checkNetwork(network); err != nil {
-		return nil, err
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

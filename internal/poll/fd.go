@@ -83,14 +83,22 @@ func NewFD(sysfd int, cfg Config) *FD {
 		rd:        newDeadline(),
 		wd:        newDeadline(),
 	}
-	if cfg.IdleTimeout > 0 {
-		// Published before it can fire: checkIdle loads it atomically.
-		fd.touch()
-		t := time.AfterFunc(time.Duration(1<<62), fd.checkIdle)
-		fd.idleTimer.Store(t)
-		t.Reset(cfg.IdleTimeout)
-	}
 	return fd
+}
+
+// StartIdleTimer arms the idle timeout, if the configuration has one. Call
+// it once, after Engine.Register succeeded: the timer closes fd through
+// fd.Loop, which Register sets, and an FD that was never registered must
+// never fire it.
+func (fd *FD) StartIdleTimer() {
+	if fd.cfg.IdleTimeout <= 0 {
+		return
+	}
+	// Published before it can fire: checkIdle loads it atomically.
+	fd.touch()
+	t := time.AfterFunc(time.Duration(1<<62), fd.checkIdle)
+	fd.idleTimer.Store(t)
+	t.Reset(fd.cfg.IdleTimeout)
 }
 
 // Close starts closing fd: blocked and later reads and writes fail with
