@@ -1,0 +1,919 @@
+package ringpoll
+
+// Stress tests (bulk transfers, many connections, peers that reset) and the
+// helpers that stress_test.go, backpressure_test.go, close_test.go and
+// server_test.go share. Helper names start with ts so that they do not
+// collide with the other test files of the package.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tsTimeout bounds every wait in these tests, so that a bug shows up as a
+// failure instead of a hung test binary.
+const tsTimeout = 20 * time.Second
+
+// tsStyle is one of the two ways to program ringpoll that a test server
+// runs in.
+type tsStyle string
+
+const (
+	// tsNetConn: Accept, and a goroutine per *Conn using Read and Write.
+	tsNetConn tsStyle = "netconn"
+	// tsHandler: a Server running a Handler on the nocopy Reader/Writer.
+	tsHandler tsStyle = "handler"
+)
+
+var tsStyles = []tsStyle{tsNetConn, tsHandler}
+
+// tsServer is a test server on a ringpoll Listener in one of the styles.
+type tsServer struct {
+	t        testing.TB
+	ln       *Listener
+	srv      *Server    // tsHandler
+	serveErr chan error // tsHandler: Serve's result
+	acceptWG sync.WaitGroup
+	connWG   sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[*Conn]struct{} // tsNetConn: live connections
+	stopOnce sync.Once
+}
+
+// tsServeConns runs fn on a goroutine per connection accepted on ln and
+// closes the connection when fn returns. It is stopped at the end of the
+// test (listener closed, remaining connections closed, goroutines waited).
+func tsServeConns(t testing.TB, ln *Listener, fn func(c *Conn)) *tsServer {
+	t.Helper()
+	s := &tsServer{t: t, ln: ln, conns: map[*Conn]struct{}{}}
+	s.acceptWG.Add(1)
+	go func() {
+		defer s.acceptWG.Done()
+		for {
+			c, err := ln.AcceptConn()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					t.Errorf("Accept: %v", err)
+				}
+				return
+			}
+			s.mu.Lock()
+			s.conns[c] = struct{}{}
+			s.connWG.Add(1)
+			s.mu.Unlock()
+			go func() {
+				defer s.connWG.Done()
+				fn(c)
+				c.Close()
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// tsServeHandler runs a Server with h on ln, shut down at the end of the
+// test.
+func tsServeHandler(t testing.TB, ln *Listener, h Handler, opts ...Option) *tsServer {
+	t.Helper()
+	srv, err := NewServer(h, opts...)
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	s := &tsServer{t: t, ln: ln, srv: srv, serveErr: make(chan error, 1)}
+	go func() { s.serveErr <- srv.Serve(ln) }()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// tsServe starts a server in style: fn for tsNetConn, h for tsHandler.
+func tsServe(t testing.TB, ln *Listener, style tsStyle, fn func(c *Conn), h Handler) *tsServer {
+	t.Helper()
+	if style == tsHandler {
+		return tsServeHandler(t, ln, h)
+	}
+	return tsServeConns(t, ln, fn)
+}
+
+// tsServeEcho starts an echo server in style on ln.
+func tsServeEcho(t testing.TB, ln *Listener, style tsStyle) *tsServer {
+	t.Helper()
+	return tsServe(t, ln, style, tsEchoConn, tsEchoHandler)
+}
+
+// tsEchoConn echoes c until Read or Write fails (io.EOF included).
+func tsEchoConn(c *Conn) {
+	b := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(b)
+		if n > 0 {
+			if _, werr := c.Write(b[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// tsEchoHandler is the canonical nocopy echo.
+func tsEchoHandler(ctx context.Context, c *Conn) error {
+	r, w := c.Reader(), c.Writer()
+	b, _ := r.Next(r.Len())
+	w.WriteBinary(b)
+	err := w.Flush()
+	r.Release()
+	return err
+}
+
+// live returns the number of open server connections.
+func (s *tsServer) live() int {
+	if s.srv != nil {
+		s.srv.mu.Lock()
+		defer s.srv.mu.Unlock()
+		return len(s.srv.conns)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// stop shuts the server down and waits for its goroutines. Idempotent.
+func (s *tsServer) stop() {
+	s.stopOnce.Do(func() {
+		if s.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
+			defer cancel()
+			if err := s.srv.Shutdown(ctx); err != nil {
+				s.t.Errorf("Shutdown: %v", err)
+			}
+			select {
+			case err := <-s.serveErr:
+				if !errors.Is(err, ErrServerClosed) {
+					s.t.Errorf("Serve returned %v, want ErrServerClosed", err)
+				}
+			case <-time.After(tsTimeout):
+				s.t.Errorf("Serve did not return after Shutdown")
+			}
+			return
+		}
+		s.ln.Close()
+		s.acceptWG.Wait()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		tsWait(s.t, "server connection goroutines", s.connWG.Wait)
+	})
+}
+
+// tsWait runs f, failing the test if it takes longer than tsTimeout.
+func tsWait(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		f()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(tsTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// tsRecv receives from c, failing the test after tsTimeout.
+func tsRecv[T any](t testing.TB, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(tsTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// tsEventually polls cond until it holds, failing the test after tsTimeout.
+func tsEventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(tsTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// tsDialStd dials ln's address with package net, closed at the end of the
+// test.
+func tsDialStd(t testing.TB, network, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, tsTimeout)
+	if err != nil {
+		t.Fatalf("net.Dial(%s, %s): %v", network, addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// tsDialRing dials addr with ringpoll on engine e, closed at the end of the
+// test.
+func tsDialRing(t testing.TB, e Engine, network, addr string, opts ...Option) *Conn {
+	t.Helper()
+	d := Dialer{Timeout: tsTimeout, Options: append([]Option{WithEngine(e)}, opts...)}
+	c, err := d.Dial(network, addr)
+	if err != nil {
+		t.Fatalf("ringpoll.Dial(%s, %s): %v", network, addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// tsSide says which end of a connection ringpoll runs in tsPair.
+type tsSide string
+
+const (
+	tsAccepted tsSide = "accepted" // ringpoll Listener, net.Dial peer
+	tsDialed   tsSide = "dialed"   // ringpoll Dial, net.Listen peer
+)
+
+var tsSides = []tsSide{tsAccepted, tsDialed}
+
+// tsPair returns a connected ringpoll Conn on engine e (built with opts) and
+// its peer from package net, both closed at the end of the test.
+func tsPair(t testing.TB, e Engine, network string, side tsSide, opts ...Option) (*Conn, net.Conn) {
+	t.Helper()
+	if side == tsAccepted {
+		ln := listen(t, e, network, opts...)
+		peer := tsDialStd(t, network, ln.Addr().String())
+		c, err := ln.AcceptConn()
+		if err != nil {
+			t.Fatalf("Accept: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, peer
+	}
+	addr := "127.0.0.1:0"
+	switch network {
+	case "tcp6":
+		addr = "[::1]:0"
+	case "unix":
+		addr = t.TempDir() + "/peer.sock"
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatalf("net.Listen: %v", err)
+	}
+	defer ln.Close()
+	c := tsDialRing(t, e, network, ln.Addr().String(), opts...)
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("net Accept: %v", err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	return c, peer
+}
+
+// tsNeedIPv6 skips the test unless ::1 can be listened on.
+func tsNeedIPv6(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	ln.Close()
+}
+
+// tsWaitBlocked waits until some goroutine is parked (select, channel
+// receive or network wait) with every one of frames in its stack, so that a
+// test can act on a call known to block. Pass tsTestFrame(t) among frames to
+// match only goroutines the running test started. Stacks are polled, bounded
+// by tsTimeout.
+func tsWaitBlocked(t testing.TB, frames ...string) {
+	t.Helper()
+	buf := make([]byte, 4<<20)
+	deadline := time.Now().Add(tsTimeout)
+	for {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			header, _, _ := strings.Cut(g, "\n")
+			if !strings.Contains(header, "[select") && !strings.Contains(header, "[IO wait") &&
+				!strings.Contains(header, "[chan receive") {
+				continue
+			}
+			all := true
+			for _, f := range frames {
+				all = all && strings.Contains(g, f)
+			}
+			if all {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine blocked with frames %q; goroutines:\n%s", frames, buf[:min(n, 64<<10)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// tsTestFrame returns the frame prefix of the functions and closures of the
+// running top-level test, for tsWaitBlocked.
+func tsTestFrame(t testing.TB) string {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	return "ringpoll." + top + "."
+}
+
+// Frames of the blocking calls, for tsWaitBlocked.
+const (
+	tsFrameRead   = "poll.(*FD).lockInput("
+	tsFrameWrite  = "poll.(*FD).write("
+	tsFrameAccept = "ringpoll.(*Listener).accept("
+)
+
+// tsRandom returns n pseudo-random bytes from seed.
+func tsRandom(seed uint64, n int) []byte {
+	var s [32]byte
+	s[0], s[1] = byte(seed), byte(seed>>8)
+	b := make([]byte, n)
+	rand.NewChaCha8(s).Read(b)
+	return b
+}
+
+// tsBig is a read-only buffer for writes that are meant to block.
+var tsBig = make([]byte, 64<<20)
+
+// tsCloseWrite shuts down the writing side of c.
+func tsCloseWrite(c net.Conn) error {
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		return fmt.Errorf("%T has no CloseWrite", c)
+	}
+	return cw.CloseWrite()
+}
+
+// tsBulkRoundTrip writes data to an echoing c in pseudo-random chunks while
+// reading the echo concurrently, half-closes, and checks that exactly data
+// came back (sha256).
+func tsBulkRoundTrip(c net.Conn, data []byte, seed uint64) error {
+	c.SetDeadline(time.Now().Add(2 * tsTimeout))
+	werr := make(chan error, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for off := 0; off < len(data); {
+			n := min(len(data)-off, 1+rng.IntN(256<<10))
+			if _, err := c.Write(data[off : off+n]); err != nil {
+				werr <- fmt.Errorf("write at %d: %w", off, err)
+				return
+			}
+			off += n
+		}
+		werr <- tsCloseWrite(c)
+	}()
+	h := sha256.New()
+	n, rerr := io.Copy(h, c)
+	if err := <-werr; err != nil {
+		return err
+	}
+	if rerr != nil {
+		return fmt.Errorf("read after %d bytes: %w", n, rerr)
+	}
+	if want := sha256.Sum256(data); n != int64(len(data)) || !bytes.Equal(h.Sum(nil), want[:]) {
+		return fmt.Errorf("echo differs: got %d bytes, sha256 %x; sent %d bytes, sha256 %x", n, h.Sum(nil), len(data), want)
+	}
+	return nil
+}
+
+// TestStressBulkEcho pushes 4 × 16 MiB of pseudo-random bytes at once
+// through an echo server in each style, over tcp, tcp6 and unix, clients
+// alternating between package net and ringpoll Dial, and compares digests.
+func TestStressBulkEcho(t *testing.T) {
+	const conns, size = 4, 16 << 20
+	data := make([][]byte, conns)
+	for i := range data {
+		data[i] = tsRandom(uint64(i+1), size)
+	}
+	type row struct {
+		network string
+		style   tsStyle
+	}
+	var rows []row
+	for _, network := range []string{"tcp", "tcp6", "unix"} {
+		for _, style := range tsStyles {
+			rows = append(rows, row{network, style})
+		}
+	}
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, r := range rows {
+			t.Run(r.network+"/"+string(r.style), func(t *testing.T) {
+				if r.network == "tcp6" {
+					tsNeedIPv6(t)
+				}
+				ln := listen(t, e, r.network)
+				tsServeEcho(t, ln, r.style)
+				errs := make(chan error, conns)
+				for i := range conns {
+					var c net.Conn
+					if i%2 == 0 {
+						c = tsDialStd(t, r.network, ln.Addr().String())
+					} else {
+						c = tsDialRing(t, e, r.network, ln.Addr().String())
+					}
+					go func() {
+						if err := tsBulkRoundTrip(c, data[i], uint64(i)); err != nil {
+							errs <- fmt.Errorf("conn %d (%T): %w", i, c, err)
+							return
+						}
+						errs <- nil
+					}()
+				}
+				for range conns {
+					if err := tsRecv(t, errs, "bulk round trips"); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+	})
+}
+
+// tsNeedNoFile makes sure the soft RLIMIT_NOFILE is at least need, raising
+// it to the hard limit for the test, or skips the test.
+func tsNeedNoFile(t testing.TB, need uint64) {
+	t.Helper()
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	if rl.Max < need {
+		t.Skipf("RLIMIT_NOFILE hard limit %d is under the %d descriptors this test needs", rl.Max, need)
+	}
+	if rl.Cur >= need {
+		return
+	}
+	old := rl
+	rl.Cur = rl.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Skipf("raising RLIMIT_NOFILE to %d: %v", rl.Max, err)
+	}
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
+}
+
+// TestStressManyConns holds 2000 connections open at once against an echo
+// server in each style, on one loop and on three: each connects, sends a message, reads the echo and
+// stays open until all are open (the server must count all 2000), then
+// sends again and closes.
+func TestStressManyConns(t *testing.T) {
+	const n = 2000
+	tsNeedNoFile(t, 4200)
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, r := range []struct {
+			style tsStyle
+			loops int
+		}{{tsNetConn, 1}, {tsHandler, 1}, {tsNetConn, 3}, {tsHandler, 3}} {
+			t.Run(fmt.Sprintf("%s/loops=%d", r.style, r.loops), func(t *testing.T) {
+				ln := listen(t, e, "tcp", WithLoops(r.loops))
+				srv := tsServeEcho(t, ln, r.style)
+				addr := ln.Addr().String()
+				allOpen := make(chan struct{})
+				var opened, done sync.WaitGroup
+				opened.Add(n)
+				errs := make(chan error, n)
+				sem := make(chan struct{}, 64) // bounds the connect burst under the backlog
+				for i := range n {
+					done.Go(func() {
+						c, err := tsManyOpen(e, addr, i, sem)
+						opened.Done()
+						if err != nil {
+							errs <- fmt.Errorf("conn %d: %w", i, err)
+							return
+						}
+						defer c.Close()
+						select {
+						case <-allOpen:
+						case <-time.After(2 * tsTimeout):
+							errs <- fmt.Errorf("conn %d: not all connections opened", i)
+							return
+						}
+						if err := tsEchoOnce(c, fmt.Sprintf("bye %d", i)); err != nil {
+							errs <- fmt.Errorf("conn %d after all opened: %w", i, err)
+						}
+					})
+				}
+				tsWait(t, "2000 connections to open", opened.Wait)
+				if live := srv.live(); live != n && len(errs) == 0 {
+					t.Errorf("server holds %d connections with all %d clients open", live, n)
+				}
+				close(allOpen)
+				tsWait(t, "2000 connections to finish", done.Wait)
+				close(errs)
+				k := 0
+				for err := range errs {
+					if k++; k <= 10 {
+						t.Error(err)
+					}
+				}
+				if k > 10 {
+					t.Errorf("... and %d more errors", k-10)
+				}
+				tsEventually(t, "the server to close every connection", func() bool { return srv.live() == 0 })
+			})
+		}
+	})
+}
+
+// tsManyOpen connects (package net for even i, ringpoll for odd) and
+// round-trips one message, holding a slot of sem while it does.
+func tsManyOpen(e Engine, addr string, i int, sem chan struct{}) (net.Conn, error) {
+	sem <- struct{}{}
+	defer func() { <-sem }()
+	var c net.Conn
+	var err error
+	if i%2 == 0 {
+		c, err = net.DialTimeout("tcp", addr, tsTimeout)
+	} else {
+		d := Dialer{Timeout: tsTimeout, Options: []Option{WithEngine(e)}}
+		c, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := tsEchoOnce(c, fmt.Sprintf("hello %d", i)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// tsEchoOnce sends msg on c and reads it back.
+func tsEchoOnce(c net.Conn, msg string) error {
+	c.SetDeadline(time.Now().Add(2 * tsTimeout))
+	if _, err := io.WriteString(c, msg); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return fmt.Errorf("read echo: %w", err)
+	}
+	if string(got) != msg {
+		return fmt.Errorf("echo %q, want %q", got, msg)
+	}
+	return nil
+}
+
+// tsReadReset reports whether a read error says the peer reset or closed
+// the connection: ECONNRESET or io.EOF in its chain.
+func tsReadReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
+}
+
+// tsWriteReset reports whether a write error says the peer reset the
+// connection: EPIPE or ECONNRESET in its chain.
+func tsWriteReset(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// tsResetResult is what a reset-test server connection observed.
+type tsResetResult struct {
+	mode       byte  // 'W': was writing, 'R': was reading
+	first      error // the error of the operation the reset interrupted
+	second     error // the error of the other direction afterwards
+	firstWrite bool  // first came from a write
+}
+
+// tsResetConn serves the reset test in the net.Conn style. The first byte
+// picks the mode: 'W' writes until a write fails, then reads; 'R' reads until
+// a read fails, then writes until a write fails; 'E' echoes.
+func tsResetConn(results chan<- tsResetResult) func(c *Conn) {
+	return func(c *Conn) {
+		c.SetDeadline(time.Now().Add(tsTimeout))
+		mode := make([]byte, 1)
+		if _, err := io.ReadFull(c, mode); err != nil {
+			return
+		}
+		switch mode[0] {
+		case 'W':
+			res := tsResetResult{mode: 'W', firstWrite: true}
+			res.first = tsWriteUntilError(c.Write)
+			_, res.second = c.Read(make([]byte, 1<<20))
+			results <- res
+		case 'R':
+			res := tsResetResult{mode: 'R'}
+			b := make([]byte, 64<<10)
+			for res.first == nil {
+				_, res.first = c.Read(b)
+			}
+			res.second = tsWriteUntilError(c.Write)
+			results <- res
+		case 'E':
+			c.Write(mode)
+			tsEchoConn(c)
+		}
+	}
+}
+
+// tsResetHandler is tsResetConn as a Handler on the nocopy Reader/Writer.
+func tsResetHandler(results chan<- tsResetResult) Handler {
+	return func(ctx context.Context, c *Conn) error {
+		r, w := c.Reader(), c.Writer()
+		mode, _ := r.Peek(1)
+		switch mode[0] {
+		case 'W':
+			r.Skip(1)
+			c.SetDeadline(time.Now().Add(tsTimeout))
+			res := tsResetResult{mode: 'W', firstWrite: true}
+			res.first = tsWriteUntilError(func(p []byte) (int, error) {
+				w.WriteBinary(p)
+				return len(p), w.Flush()
+			})
+			_, res.second = r.Next(1)
+			results <- res
+			return res.first
+		case 'R':
+			r.Skip(1)
+			c.SetDeadline(time.Now().Add(tsTimeout))
+			res := tsResetResult{mode: 'R'}
+			// More than the client sends: blocks until the reset.
+			_, res.first = r.Next(1 << 20)
+			res.second = tsWriteUntilError(func(p []byte) (int, error) {
+				w.WriteBinary(p)
+				return len(p), w.Flush()
+			})
+			results <- res
+			return res.first
+		}
+		return tsEchoHandler(ctx, c)
+	}
+}
+
+// tsWriteUntilError writes 256 KiB chunks until write fails (bounded by the
+// connection's deadline, and a byte count as a backstop).
+func tsWriteUntilError(write func([]byte) (int, error)) error {
+	chunk := tsBig[:256<<10]
+	for range 4096 {
+		if _, err := write(chunk); err != nil {
+			return err
+		}
+	}
+	return errors.New("1 GiB written to a reset peer without an error")
+}
+
+// TestStressPeerReset has clients close with SO_LINGER 0 (sending RST) while
+// the server writes a large response and while it reads. The server's
+// interrupted operation and the other direction must fail with ECONNRESET,
+// EPIPE or (reads) io.EOF, not hang or panic, and the server must go on
+// serving new connections.
+func TestStressPeerReset(t *testing.T) {
+	type row struct {
+		style tsStyle
+		mode  byte
+	}
+	var rows []row
+	for _, style := range tsStyles {
+		for _, mode := range []byte{'W', 'R'} {
+			rows = append(rows, row{style, mode})
+		}
+	}
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, r := range rows {
+			name := string(r.style) + "/" + map[byte]string{'W': "while-writing", 'R': "while-reading"}[r.mode]
+			t.Run(name, func(t *testing.T) {
+				ln := listen(t, e, "tcp")
+				results := make(chan tsResetResult, 4)
+				tsServe(t, ln, r.style, tsResetConn(results), tsResetHandler(results))
+				for round := range 3 {
+					c := tsDialStd(t, "tcp", ln.Addr().String()).(*net.TCPConn)
+					c.SetDeadline(time.Now().Add(tsTimeout))
+					if r.mode == 'W' {
+						c.Write([]byte{'W'})
+						// The server is writing once bytes arrive.
+						if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+							t.Fatalf("round %d: reading the response: %v", round, err)
+						}
+					} else {
+						c.Write([]byte("Rsome bytes"))
+						tsWaitBlocked(t, tsFrameRead, "tsReset") // the server goroutine or handler
+					}
+					if err := c.SetLinger(0); err != nil {
+						t.Fatal(err)
+					}
+					c.Close()
+					res := tsRecv(t, results, "the server to see the reset")
+					readErr, writeErr := res.first, res.second
+					if res.firstWrite {
+						readErr, writeErr = res.second, res.first
+					}
+					if !tsReadReset(readErr) {
+						t.Errorf("round %d (mode %c): read failed with %v, want ECONNRESET or io.EOF", round, res.mode, readErr)
+					}
+					if !tsWriteReset(writeErr) {
+						t.Errorf("round %d (mode %c): write failed with %v, want EPIPE or ECONNRESET", round, res.mode, writeErr)
+					}
+					// The server still serves.
+					nc := tsDialStd(t, "tcp", ln.Addr().String())
+					if err := tsEchoOnce(nc, "Ehello"); err != nil {
+						// 'E' comes back first, then the echo.
+						t.Errorf("round %d: a new connection after the reset: %v", round, err)
+					}
+					nc.Close()
+				}
+			})
+		}
+	})
+}
+
+// TestStressConcurrentWriters: 8 goroutines write records of 1 B to 256 KiB
+// to one connection at once, through Write and through the Writer (each
+// record [id, len32, body of id bytes]), with a 64 KiB output high-water
+// mark so writers block and queue. Writes must not interleave (the peer
+// parses every record whole, in the order each writer sent them), and the
+// queue must stay under the mark.
+func TestStressConcurrentWriters(t *testing.T) {
+	const writers, records = 8, 48
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, side := range tsSides {
+			t.Run(string(side), func(t *testing.T) {
+				c, peer := tsPair(t, e, "tcp", side, WithOutputHighWater(64<<10))
+				c.SetWriteDeadline(time.Now().Add(2 * tsTimeout))
+				peer.SetReadDeadline(time.Now().Add(2 * tsTimeout))
+				var wmu sync.Mutex // the Writer is for one goroutine at a time
+				errs := make(chan error, writers)
+				for id := range writers {
+					go func() {
+						rng := rand.New(rand.NewPCG(uint64(id), 2))
+						for k := range records {
+							n := 1 + rng.IntN(256<<10)
+							rec := make([]byte, 5+n)
+							rec[0] = byte(id)
+							rec[1], rec[2], rec[3], rec[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+							for i := range n {
+								rec[5+i] = byte(id*records + k)
+							}
+							var err error
+							if k%2 == 0 {
+								_, err = c.Write(rec)
+							} else {
+								wmu.Lock()
+								w := c.Writer()
+								w.WriteBinary(rec[:5])
+								w.WriteBinary(rec[5:]) // linked when >= 4 KiB
+								err = w.Flush()
+								wmu.Unlock()
+							}
+							if err != nil {
+								errs <- fmt.Errorf("writer %d record %d: %w", id, k, err)
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				s := tsSample(c.fd.OutputQueued)
+				readErr := make(chan error, 1)
+				go func() { readErr <- tsReadRecords(peer, writers, records) }()
+				for range writers {
+					if err := tsRecv(t, errs, "the writers"); err != nil {
+						t.Error(err)
+					}
+				}
+				if err := tsRecv(t, readErr, "the peer to read every record"); err != nil {
+					t.Error(err)
+				}
+				if max, samples := s.stop(); max > 64<<10 {
+					t.Errorf("output queue reached %d bytes (%d samples), above the 64 KiB high-water mark", max, samples)
+				}
+			})
+		}
+	})
+}
+
+// tsReadRecords parses the records of TestStressConcurrentWriters.
+func tsReadRecords(r io.Reader, writers, records int) error {
+	next := make([]int, writers)
+	hdr := make([]byte, 5)
+	body := make([]byte, 256<<10)
+	for total := 0; total < writers*records; total++ {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return fmt.Errorf("record header %d: %w", total, err)
+		}
+		id, n := int(hdr[0]), int(hdr[1])<<24|int(hdr[2])<<16|int(hdr[3])<<8|int(hdr[4])
+		if id >= writers || n < 1 || n > len(body) {
+			return fmt.Errorf("record %d: garbled header %x (interleaved writes?)", total, hdr)
+		}
+		if _, err := io.ReadFull(r, body[:n]); err != nil {
+			return fmt.Errorf("record %d body: %w", total, err)
+		}
+		want := byte(id*records + next[id])
+		for i, b := range body[:n] {
+			if b != want {
+				return fmt.Errorf("record %d (writer %d, #%d, %d bytes): byte %d is %#x, want %#x (interleaved writes?)", total, id, next[id], n, i, b, want)
+			}
+		}
+		next[id]++
+	}
+	return nil
+}
+
+// TestStressCloseMidStream closes connections in the middle of bulk
+// traffic in both directions, from the client (ringpoll Dial) and, for the
+// Server style, by Shutdown with an expired context. Every blocked call must
+// return (net.ErrClosed on the closed side; EOF, ECONNRESET or EPIPE on the
+// other), with no panic, race or leak.
+func TestStressCloseMidStream(t *testing.T) {
+	const rounds, conns = 5, 4
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, style := range tsStyles {
+			t.Run("client-close/"+string(style), func(t *testing.T) {
+				ln := listen(t, e, "tcp", WithOutputHighWater(256<<10))
+				tsServeEcho(t, ln, style)
+				for round := range rounds {
+					errs := make(chan error, 2*conns)
+					var cs []*Conn
+					for range conns {
+						c := tsDialRing(t, e, "tcp", ln.Addr().String(), WithOutputHighWater(256<<10))
+						c.SetDeadline(time.Now().Add(tsTimeout))
+						cs = append(cs, c)
+						go func() { errs <- tsPump(c, true) }()
+						go func() { errs <- tsPump(c, false) }()
+					}
+					// Close once traffic flows both ways.
+					for _, c := range cs {
+						tsEventually(t, "echo traffic", func() bool { return c.Reader().Len() > 0 || c.fd.OutputQueued() > 0 })
+						c.Close()
+					}
+					for range 2 * conns {
+						if err := tsRecv(t, errs, "the pumps to stop"); !errors.Is(err, net.ErrClosed) {
+							t.Errorf("round %d: a pump on a closed connection ended with %v, want net.ErrClosed", round, err)
+						}
+					}
+				}
+			})
+		}
+		t.Run("shutdown/handler", func(t *testing.T) {
+			ln := listen(t, e, "tcp")
+			srv, err := NewServer(tsEchoHandler, WithOutputHighWater(256<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- srv.Serve(ln) }()
+			errs := make(chan error, 2*conns)
+			for range conns {
+				c := tsDialStd(t, "tcp", ln.Addr().String())
+				c.SetDeadline(time.Now().Add(tsTimeout))
+				go func() { errs <- tsPump(c, true) }()
+				go func() { errs <- tsPump(c, false) }()
+			}
+			tsEventually(t, "handlers to run", func() bool { return srv.pool.Workers() >= 1 })
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Shutdown with a cancelled context: %v", err)
+			}
+			for range 2 * conns {
+				err := tsRecv(t, errs, "the clients to see the connection end")
+				if !tsReadReset(err) && !tsWriteReset(err) {
+					t.Errorf("a client of a shut-down Server ended with %v, want EOF, ECONNRESET or EPIPE", err)
+				}
+			}
+			if err := tsRecv(t, serveErr, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+				t.Errorf("Serve returned %v, want ErrServerClosed", err)
+			}
+		})
+	})
+}
+
+// tsPump writes (write set) or reads c until an error, and returns it.
+func tsPump(c net.Conn, write bool) error {
+	b := make([]byte, 32<<10)
+	for range 1 << 20 {
+		var err error
+		if write {
+			_, err = c.Write(tsBig[:len(b)])
+		} else {
+			_, err = c.Read(b)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return errors.New("32 GiB moved without the connection ending")
+}
