@@ -3,6 +3,6 @@ module github.com/ringpoll/ringpoll
 go 1.26.8
 
 require (
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/net v0.62.0
+	golang.org/x/sys v0.49.0
 )

@@ -1,6 +1,8 @@
 package poll
 
 import (
+	"time"
+
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
 
@@ -57,7 +59,7 @@ func (fd *FD) OutputPending() bool {
 }
 
 // DrainTimeout returns how long the loop keeps sending after Close.
-func (fd *FD) DrainTimeout() int64 { return int64(fd.cfg.DrainTimeout) }
+func (fd *FD) DrainTimeout() time.Duration { return fd.cfg.DrainTimeout }
 
 // Output, user side.
 

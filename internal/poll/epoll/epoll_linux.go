@@ -56,15 +56,3 @@ func (e *Engine) Stop() {
 		l.post(task{kind: taskStop})
 	}
 }
-
-// Done returns a channel closed when every loop has exited (tests).
-func (e *Engine) Done() <-chan struct{} {
-	c := make(chan struct{})
-	go func() {
-		for _, l := range e.loops {
-			<-l.done
-		}
-		close(c)
-	}()
-	return c
-}

@@ -321,7 +321,7 @@ func (l *loop) close(fd *poll.FD) {
 		return
 	}
 	if fd.OutputPending() {
-		l.draining[fd] = time.Now().Add(time.Duration(fd.DrainTimeout()))
+		l.draining[fd] = time.Now().Add(fd.DrainTimeout())
 		l.flush(fd)
 		return
 	}
