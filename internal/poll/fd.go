@@ -55,7 +55,7 @@ type FD struct {
 	writable chan struct{}
 	iov      [][]byte    // writer scratch, under wmu
 	slice    sliceSource // writer scratch, under wmu
-	iovecs   Iovecs      // writer scratch, under wmu
+	iovecs   *Iovecs     // writer scratch, under wmu; made on first gathered send
 
 	sysMu     sync.RWMutex
 	sysClosed bool

@@ -202,7 +202,10 @@ func (fd *FD) send(iov [][]byte) (int, error) {
 	if fd.sysClosed {
 		return 0, ErrClosed
 	}
-	return Sendv(fd.Sysfd, iov, &fd.iovecs)
+	if len(iov) > 1 && fd.iovecs == nil {
+		fd.iovecs = new(Iovecs) // 1 KiB that most connections never need
+	}
+	return Sendv(fd.Sysfd, iov, fd.iovecs)
 }
 
 // CloseWrite waits until the queued output is sent (bounded by the write
