@@ -18,6 +18,10 @@ const (
 	events   = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
 	hangup   = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 	readSize = 4096 // smallest read; nodes grow for bulk streams
+	// readBudget bounds what one connection reads per loop turn, so a
+	// sender that keeps pace with its reader (never EAGAIN, never the
+	// high-water mark) cannot starve the loop's other connections.
+	readBudget = 1 << 20
 )
 
 type taskKind uint8
@@ -138,9 +142,7 @@ func (l *loop) Close(fd *poll.FD) { l.post(task{taskClose, fd}) }
 // flag itself (Go atomics are sequentially consistent, so one side always
 // sees the other).
 func (l *loop) post(t task) {
-	l.mu.Lock()
-	l.tasks = append(l.tasks, t)
-	l.mu.Unlock()
+	l.later(t)
 	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
 		unix.Write(l.evfd, l.wake[:])
 	}
@@ -191,6 +193,13 @@ func (l *loop) pollOnce(uintptr) bool {
 	}
 	l.n = max(n, 0)
 	return n > 0
+}
+
+// later queues t from the loop itself, without a wake-up.
+func (l *loop) later(t task) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, t)
+	l.mu.Unlock()
 }
 
 func (l *loop) hasTasks() bool {
@@ -257,7 +266,7 @@ func (l *loop) read(fd *poll.FD, short bool) {
 		return
 	}
 	got := false
-	for {
+	for budget := readBudget; ; {
 		p := fd.InputSpace(readSize)
 		if p == nil {
 			break
@@ -266,6 +275,12 @@ func (l *loop) read(fd *poll.FD, short bool) {
 		if n > 0 {
 			got = true
 			if !fd.InputCommit(n) || (short && n < len(p)) {
+				break
+			}
+			if budget -= n; budget <= 0 {
+				// Edge triggering will not report this data again:
+				// come back to it after the other connections.
+				l.later(task{taskResume, fd})
 				break
 			}
 			continue
