@@ -103,13 +103,7 @@ func WithLoops(n int) Option {
 // socket; reading resumes under half of it. TCP flow control then slows the
 // peer. Default: DefaultInputHighWater (4 MiB). Minimum 4096.
 func WithInputHighWater(n int) Option {
-	return func(c *config) {
-		if n < 4096 {
-			c.fail("WithInputHighWater(%d): must be at least 4096 bytes", n)
-			return
-		}
-		c.inHigh = n
-	}
+	return func(c *config) { c.setMark(&c.inHigh, "WithInputHighWater", n) }
 }
 
 // WithOutputHighWater sets, in bytes, how much unsent output one connection
@@ -117,13 +111,17 @@ func WithInputHighWater(n int) Option {
 // deadline) until the queue falls under half of it. Default:
 // DefaultOutputHighWater (4 MiB). Minimum 4096.
 func WithOutputHighWater(n int) Option {
-	return func(c *config) {
-		if n < 4096 {
-			c.fail("WithOutputHighWater(%d): must be at least 4096 bytes", n)
-			return
-		}
-		c.outHigh = n
+	return func(c *config) { c.setMark(&c.outHigh, "WithOutputHighWater", n) }
+}
+
+// setMark sets a high-water mark of at least one 4 KiB buffer: a smaller one
+// would pause a connection before its first read completes.
+func (c *config) setMark(dst *int, option string, n int) {
+	if n < 4096 {
+		c.fail("%s(%d): must be at least 4096 bytes", option, n)
+		return
 	}
+	*dst = n
 }
 
 // WithIdleTimeout closes a connection that neither received nor sent a byte
