@@ -1,6 +1,6 @@
 module github.com/ringpoll/ringpoll
 
-go 1.26.8
+go 1.26.0
 
 require (
 	golang.org/x/net v0.62.0

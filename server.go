@@ -18,7 +18,8 @@ import (
 // when it returns. It is called again while input remains and it keeps
 // consuming; once it leaves input unconsumed, it is next called when more
 // arrives. When the peer has closed and the input is used up, the Server
-// closes the connection. Returning an error closes the connection.
+// closes the connection. Returning an error closes the connection. ctx is
+// the Server's: it is cancelled when Shutdown stops waiting for handlers.
 type Handler func(ctx context.Context, c *Conn) error
 
 // ErrServerClosed is returned by Serve after Shutdown.
