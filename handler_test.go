@@ -134,6 +134,8 @@ func TestHandlerOneAtATime(t *testing.T) {
 			order   atomic.Int64 // bytes out of sequence
 		)
 		next := map[*Conn]byte{}
+		total := int64(conns * writes * size)
+		all := make(chan struct{}) // closed when the handlers saw every byte
 		startServer(t, ln, func(ctx context.Context, c *Conn) error {
 			mu.Lock()
 			active[c]++
@@ -156,7 +158,9 @@ func TestHandlerOneAtATime(t *testing.T) {
 			}
 			active[c]--
 			mu.Unlock()
-			seen.Add(int64(len(b)))
+			if seen.Add(int64(len(b))) == total {
+				close(all)
+			}
 			return nil
 		})
 		var wg sync.WaitGroup
@@ -184,13 +188,10 @@ func TestHandlerOneAtATime(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		total := int64(conns * writes * size)
-		deadline := time.Now().Add(20 * time.Second)
-		for seen.Load() < total && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if got := seen.Load(); got != total {
-			t.Fatalf("handlers saw %d bytes, want %d", got, total)
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("handlers saw %d bytes, want %d", seen.Load(), total)
 		}
 		if n := overlap.Load(); n != 0 {
 			t.Errorf("the handler ran twice at once for one connection %d times", n)
