@@ -127,26 +127,23 @@ func (c *config) setMark(dst *int, option string, n int) {
 // WithIdleTimeout closes a connection that neither received nor sent a byte
 // for d. Default: 0, never.
 func WithIdleTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.fail("WithIdleTimeout(%v): must not be negative", d)
-			return
-		}
-		c.idle = d
-	}
+	return func(c *config) { c.setDuration(&c.idle, "WithIdleTimeout", d) }
 }
 
 // WithDrainTimeout bounds how long a closed connection keeps sending the
 // output it had queued; after it the socket is closed and the rest dropped.
 // Default: DefaultDrainTimeout (5 s).
 func WithDrainTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.fail("WithDrainTimeout(%v): must not be negative", d)
-			return
-		}
-		c.drain = d
+	return func(c *config) { c.setDuration(&c.drain, "WithDrainTimeout", d) }
+}
+
+// setDuration sets a duration option that must not be negative.
+func (c *config) setDuration(dst *time.Duration, option string, d time.Duration) {
+	if d < 0 {
+		c.fail("%s(%v): must not be negative", option, d)
+		return
 	}
+	*dst = d
 }
 
 // WithLogger sets the logger for rare events (an engine starting, a fallback,

@@ -188,31 +188,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // closeQuiet closes connections with no running handler and no queued
 // output, and returns how many connections remain open.
 func (s *Server) closeQuiet() int {
+	return s.closeIf(func(c *Conn) bool { return !c.processing.Load() && c.fd.Quiet() })
+}
+
+func (s *Server) closeAll() {
+	s.closeIf(func(*Conn) bool { return true })
+}
+
+// closeIf closes the connections for which pick holds (outside the lock:
+// Close calls back into forget) and returns how many were open.
+func (s *Server) closeIf(pick func(*Conn) bool) int {
 	s.mu.Lock()
-	var quiet []*Conn
+	var picked []*Conn
 	for c := range s.conns {
-		if !c.processing.Load() && c.fd.Quiet() {
-			quiet = append(quiet, c)
+		if pick(c) {
+			picked = append(picked, c)
 		}
 	}
 	n := len(s.conns)
 	s.mu.Unlock()
-	for _, c := range quiet {
+	for _, c := range picked {
 		c.Close()
 	}
 	return n
-}
-
-func (s *Server) closeAll() {
-	s.mu.Lock()
-	conns := make([]*Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 // temporary reports whether an accept error may pass (EMFILE, ENFILE,

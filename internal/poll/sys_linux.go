@@ -32,15 +32,9 @@ func Sendv(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
 		} else {
 			n, err = sendmsg(sysfd, iov, vecs)
 		}
-		switch err {
-		case nil:
-			return n, nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return 0, errAgain
+		if err != unix.EINTR {
+			return result("sendmsg", n, err)
 		}
-		return 0, os.NewSyscallError("sendmsg", err)
 	}
 }
 
@@ -72,16 +66,22 @@ func sendmsg(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
 func Read(sysfd int, p []byte) (int, error) {
 	for {
 		n, err := unix.Read(sysfd, p)
-		switch err {
-		case nil:
-			return n, nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return 0, errAgain
+		if err != unix.EINTR {
+			return result("read", n, err)
 		}
-		return 0, os.NewSyscallError("read", err)
 	}
+}
+
+// result maps a non-EINTR syscall result: EAGAIN to errAgain, other errnos
+// to *os.SyscallError named op.
+func result(op string, n int, err error) (int, error) {
+	switch err {
+	case nil:
+		return n, nil
+	case unix.EAGAIN:
+		return 0, errAgain
+	}
+	return 0, os.NewSyscallError(op, err)
 }
 
 // Shutdown shuts down one side of the socket.
