@@ -1,0 +1,141 @@
+//go:build linux
+
+package uring
+
+import "unsafe"
+
+// Prep methods fill an SQE from GetSQE (which zeroed it), as liburing's
+// io_uring_prep_* functions do. Pointers passed in must stay valid until
+// the request's final CQE, unless the method says the kernel copies them
+// at submission; they must not point into a goroutine stack.
+
+// PrepNop prepares a no-op.
+func (s *SQE) PrepNop() { s.Opcode = OpNop }
+
+// PrepRecvMultishot prepares a multishot recv into buffers from buffer
+// group bgid (Linux 6.0): one CQE per arrival, each with CQEFBuffer and,
+// while the request lives on, CQEFMore. It ends with a CQE without
+// CQEFMore: res 0 at EOF, -ENOBUFS when the group ran dry, -errno.
+func (s *SQE) PrepRecvMultishot(fd int, msgFlags uint32, bgid uint16) {
+	s.Opcode = OpRecv
+	s.Fd = int32(fd)
+	s.IoPrio = RecvMultishot
+	s.Flags = SqeBufferSelect
+	s.BufIndex = bgid
+	s.OpFlags = msgFlags
+}
+
+// SetRecvLimit caps a multishot recv at n bytes in total (the SQE's
+// optlen; Linux 6.16 or so, earlier kernels fail the recv with EINVAL):
+// once n bytes arrived, the request ends with a CQE without CQEFMore. An
+// input high-water mark becomes exact this way, with no cancellation.
+func (s *SQE) SetRecvLimit(n uint32) { s.FileIndex = n }
+
+// PrepSend prepares a send of len(b) bytes at b.
+func (s *SQE) PrepSend(fd int, b []byte, msgFlags uint32) {
+	s.Opcode = OpSend
+	s.Fd = int32(fd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	s.Len = uint32(len(b))
+	s.OpFlags = msgFlags
+}
+
+// PrepSendmsg prepares a sendmsg of msg.
+func (s *SQE) PrepSendmsg(fd int, msg *Msghdr, msgFlags uint32) {
+	s.Opcode = OpSendmsg
+	s.Fd = int32(fd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(msg)))
+	s.Len = 1
+	s.OpFlags = msgFlags
+}
+
+// PrepMultishotAccept prepares a multishot accept on the listening socket
+// fd (5.19): one CQE per connection (res is the new descriptor), flags as
+// for accept4 (SOCK_NONBLOCK|SOCK_CLOEXEC). Peer addresses are not asked
+// for; use getpeername.
+func (s *SQE) PrepMultishotAccept(fd int, flags uint32) {
+	s.Opcode = OpAccept
+	s.Fd = int32(fd)
+	s.IoPrio = AcceptMultishot
+	s.OpFlags = flags
+}
+
+// PrepPollMultishot prepares a multishot POLL_ADD for events (POLLIN,
+// POLLOUT, POLLRDHUP, ...; 5.13). Each CQE's res is the ready event mask.
+// Like EPOLLET, it reports edges: drain the socket to EAGAIN.
+func (s *SQE) PrepPollMultishot(fd int, events uint32) {
+	s.Opcode = OpPollAdd
+	s.Fd = int32(fd)
+	s.Len = PollAddMulti
+	s.OpFlags = events
+}
+
+// PrepPollAdd prepares a one-shot POLL_ADD for events.
+func (s *SQE) PrepPollAdd(fd int, events uint32) {
+	s.Opcode = OpPollAdd
+	s.Fd = int32(fd)
+	s.OpFlags = events
+}
+
+// PrepRead prepares a read of len(b) bytes into b (at the current file
+// position for sockets and eventfds: off is -1).
+func (s *SQE) PrepRead(fd int, b []byte) {
+	s.Opcode = OpRead
+	s.Fd = int32(fd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	s.Len = uint32(len(b))
+	s.Off = ^uint64(0)
+}
+
+// PrepCancel64 prepares the cancellation of the request whose user_data is
+// target; flags may add CancelAll. Its own CQE's res is 0 (or a count with
+// CancelAll), -ENOENT or -EALREADY; the target ends with its own final CQE.
+func (s *SQE) PrepCancel64(target uint64, flags uint32) {
+	s.Opcode = OpAsyncCancel
+	s.Fd = -1
+	s.Addr = target
+	s.OpFlags = flags
+}
+
+// PrepCancelFD prepares the cancellation of requests on fd (5.19); flags
+// may add CancelAll.
+func (s *SQE) PrepCancelFD(fd int, flags uint32) {
+	s.Opcode = OpAsyncCancel
+	s.Fd = int32(fd)
+	s.OpFlags = flags | CancelFD
+}
+
+// PrepShutdown prepares shutdown(fd, how).
+func (s *SQE) PrepShutdown(fd int, how int) {
+	s.Opcode = OpShutdown
+	s.Fd = int32(fd)
+	s.Len = uint32(how)
+}
+
+// PrepMsgRing prepares a message to the ring ringFD: a CQE there with
+// res and user_data data (5.18).
+func (s *SQE) PrepMsgRing(ringFD int, res uint32, data uint64) {
+	s.Opcode = OpMsgRing
+	s.Fd = int32(ringFD)
+	s.Len = res
+	s.Off = data
+}
+
+// Msghdr is struct msghdr for PrepSendmsg, with its iovec array.
+type Msghdr struct {
+	Name       uint64
+	Namelen    uint32
+	_          uint32
+	Iov        uint64
+	Iovlen     uint64
+	Control    uint64
+	Controllen uint64
+	Flags      int32
+	_          int32
+}
+
+// Iovec is struct iovec.
+type Iovec struct {
+	Base uint64
+	Len  uint64
+}

@@ -1,0 +1,58 @@
+//go:build linux
+
+package uring
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeSetupErr, if not zero, is returned by every io_uring_setup. It comes
+// from the environment variable RINGPOLL_URING_SETUP_ERRNO (EPERM, ENOSYS or
+// EINVAL), which simulates a kernel or a sandbox without io_uring, so the
+// fallback path can be exercised on a machine that has it.
+var fakeSetupErr = func() syscall.Errno {
+	switch os.Getenv("RINGPOLL_URING_SETUP_ERRNO") {
+	case "EPERM":
+		return syscall.EPERM
+	case "ENOSYS":
+		return syscall.ENOSYS
+	case "EINVAL":
+		return syscall.EINVAL
+	}
+	return 0
+}()
+
+func setup(entries uint32, p *Params) (int, error) {
+	if fakeSetupErr != 0 {
+		return -1, fakeSetupErr
+	}
+	fd, _, errno := syscall.RawSyscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(p)), 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
+}
+
+// enter calls io_uring_enter. It goes through syscall.Syscall6, which tells
+// the Go scheduler the thread may block, so a blocking wait hands the P to
+// other goroutines.
+func enter(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
+	n, _, errno := syscall.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit),
+		uintptr(minComplete), uintptr(flags), uintptr(arg), argSize)
+	if errno != 0 {
+		return int(n), errno
+	}
+	return int(n), nil
+}
+
+func register(fd int, op uint32, arg unsafe.Pointer, nargs uint32) (int, error) {
+	n, _, errno := syscall.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), uintptr(op), uintptr(arg), uintptr(nargs), 0, 0)
+	if errno != 0 {
+		return int(n), errno
+	}
+	return int(n), nil
+}
