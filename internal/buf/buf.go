@@ -34,11 +34,16 @@ import (
 //   - The returned slice lies entirely in the free area [w, cap) of the tail
 //     node (or of that unlinked node); the consumer only ever touches bytes
 //     in [r, w) and never re-slices a node's buf.
-//   - No consumer method moves, reuses, frees or resets the tail node:
-//     Release frees only fully consumed nodes that are not the tail, and
-//     never rewinds r and w of a drained tail to 0.
+//   - No consumer method moves, reuses or resets a tail node with free
+//     space: Release frees fully consumed nodes that are not the tail, and
+//     a drained tail only if it is a ref node (AppendRef), which has no free
+//     area; it never rewinds r and w of a drained tail to 0. WriteSpace
+//     after AppendRef therefore always prepares a new node, and Commit
+//     links it whether or not the ref node is still there.
 //   - The tail pointer is changed only by the producer (Commit, Append,
-//     AppendRef) under the mutex, and by Discard.
+//     AppendRef) under the mutex, by Discard, and by Release freeing a
+//     drained ref tail (so a buffer with ref nodes calls WriteSpace under
+//     the mutex).
 //
 // Discard frees the tail too, so it may only be called once no producer
 // runs any more (the connection is closed).
@@ -224,12 +229,19 @@ func (b *LinkBuffer) Release() {
 		b.held -= n.w - n.off
 		freeNode(n)
 	}
-	// The tail is kept even when fully consumed (a producer may be
-	// writing its free space), but its bytes are released all the same:
-	// Held must fall to zero once everything is, or a connection paused
-	// at its high-water mark would never resume.
+	// A drained tail is kept (a producer may be writing its free space),
+	// but its bytes are released all the same: Held must fall to zero once
+	// everything is, or a connection paused at its high-water mark would
+	// never resume. A drained ref tail has no free space and is freed, so
+	// the memory it references (an io_uring provided buffer) goes back to
+	// its owner while the connection idles.
 	if t := b.tail; t != nil && b.head == t && t.r == t.w {
 		b.held -= t.w - t.off
+		if t.class == classRef {
+			b.head, b.read, b.tail = nil, nil, nil
+			freeNode(t)
+			return
+		}
 		t.off = t.w
 	}
 }

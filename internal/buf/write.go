@@ -12,7 +12,10 @@ import "fmt"
 //
 // WriteSpace may run without the consumer's mutex (see LinkBuffer): it
 // reads only producer-owned state, and a new node stays unlinked, invisible
-// to the consumer, until Commit links it.
+// to the consumer, until Commit links it. The exception: a buffer that also
+// takes AppendRef nodes must call WriteSpace under the mutex, since Release
+// frees a drained ref tail (writing into the slice needs no mutex either
+// way).
 func (b *LinkBuffer) WriteSpace(min int) []byte {
 	if min < 1 {
 		min = 1
