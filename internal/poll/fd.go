@@ -35,6 +35,8 @@ type FD struct {
 	OnInput func()
 	// OnFinalize, if set, runs once after the descriptor is closed.
 	OnFinalize func()
+	// Private is the engine's per-FD state, set by Register.
+	Private any
 
 	cfg Config
 
@@ -146,6 +148,26 @@ func (fd *FD) Finalize() {
 	close(fd.finalized)
 	if fd.OnFinalize != nil {
 		fd.OnFinalize()
+	}
+}
+
+// DiscardInput frees all buffered input, returning memory the kernel
+// filled (FD.InputRef) to its owner. A loop whose input memory is recycled
+// (io_uring provided buffers) calls it before Finalize: after Close, slices
+// from Next and Peek are invalid.
+func (fd *FD) DiscardInput() {
+	fd.inMu.Lock()
+	fd.in.Discard()
+	fd.inMu.Unlock()
+}
+
+// LimitInput lowers the input high-water mark to at most n bytes (the low
+// mark to half of it), for an engine whose input memory is a shared pool.
+// Call it before Register.
+func (fd *FD) LimitInput(n int) {
+	if n < fd.cfg.InputHighWater {
+		fd.cfg.InputHighWater = n
+		fd.cfg.InputLowWater = n / 2
 	}
 }
 

@@ -48,6 +48,15 @@ func (fd *FD) InputRef(p []byte, release func()) (more bool) {
 	return more
 }
 
+// InputRoom returns how many more input bytes the FD takes before its
+// high-water mark (or more, for a blocked reader that needs more): an
+// engine whose kernel reads ahead caps its next receive with it.
+func (fd *FD) InputRoom() int {
+	fd.inMu.Lock()
+	defer fd.inMu.Unlock()
+	return max(fd.cfg.InputHighWater, fd.inWant) - fd.in.Held()
+}
+
 // checkInputHigh pauses input at the high-water mark, or higher when a
 // blocked reader needs more. Called with inMu held.
 func (fd *FD) checkInputHigh() bool {

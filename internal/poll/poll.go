@@ -71,6 +71,9 @@ type Engine interface {
 	// The socket must be non-blocking. On success, fd.Loop is set and the
 	// loop will eventually call fd.Finalize. Safe for concurrent use.
 	Register(fd *FD) error
+	// Stats returns the counters of each loop. They stay readable after
+	// Stop.
+	Stats() []*Stats
 	// Stop ends the engine's loops. The caller guarantees that every FD
 	// registered with it has been finalized and that Register is not
 	// called again. It does not block, so a loop may call it.

@@ -50,6 +50,15 @@ func (e *Engine) Register(fd *poll.FD) error {
 	return l.add(fd)
 }
 
+// Stats returns each loop's counters.
+func (e *Engine) Stats() []*poll.Stats {
+	s := make([]*poll.Stats, len(e.loops))
+	for i, l := range e.loops {
+		s[i] = &l.stats
+	}
+	return s
+}
+
 // Stop ends the loops. Every FD must have been finalized.
 func (e *Engine) Stop() {
 	for _, l := range e.loops {

@@ -2,7 +2,6 @@ package epoll
 
 import (
 	"errors"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,13 +14,8 @@ import (
 )
 
 const (
-	events   = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
-	hangup   = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
-	readSize = 4096 // smallest read; nodes grow for bulk streams
-	// readBudget bounds what one connection reads per loop turn, so a
-	// sender that keeps pace with its reader (never EAGAIN, never the
-	// high-water mark) cannot starve the loop's other connections.
-	readBudget = 1 << 20
+	events = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	hangup = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 )
 
 type taskKind uint8
@@ -62,6 +56,7 @@ type loop struct {
 	iov      [][]byte
 	iovecs   poll.Iovecs
 	evbuf    [8]byte
+	stats    poll.Stats
 }
 
 type ready struct {
@@ -144,6 +139,7 @@ func (l *loop) Close(fd *poll.FD) { l.post(task{taskClose, fd}) }
 func (l *loop) post(t task) {
 	l.later(t)
 	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
+		l.stats.Wakeups.Add(1)
 		unix.Write(l.evfd, l.wake[:])
 	}
 }
@@ -187,6 +183,7 @@ func (l *loop) wait() int {
 // pollOnce takes ready events without blocking; it reports whether there
 // were any (RawConn.Read parks the goroutine until epfd is readable if not).
 func (l *loop) pollOnce(uintptr) bool {
+	l.stats.PollWaits.Add(1)
 	n, err := unix.EpollWait(l.epfd, l.events[:], 0)
 	if err != nil && err != unix.EINTR {
 		panic("ringpoll: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug of ours
@@ -258,71 +255,23 @@ func (l *loop) runTasks() (stop bool) {
 	return stop
 }
 
-// read reads fd until EAGAIN, input backpressure, or end of input. With
-// short set, a short read ends it too: edge triggering reports any data that
-// arrives later, and the event had no hang-up that a read must still see.
+// read reads fd until it has nothing more to give now; see poll.ReadReady.
 func (l *loop) read(fd *poll.FD, short bool) {
-	if isDone(fd) {
-		return
-	}
-	got := false
-	for budget := readBudget; ; {
-		p := fd.InputSpace(readSize)
-		if p == nil {
-			break
-		}
-		n, err := poll.Read(fd.Sysfd, p)
-		if n > 0 {
-			got = true
-			if !fd.InputCommit(n) || (short && n < len(p)) {
-				break
-			}
-			if budget -= n; budget <= 0 {
-				// Edge triggering will not report this data again:
-				// come back to it after the other connections.
-				l.later(task{taskResume, fd})
-				break
-			}
-			continue
-		}
-		if poll.IsAgain(err) {
-			break
-		}
-		if err == nil {
-			err = io.EOF
-		}
-		fd.InputError(err)
-		got = true
-		break
-	}
-	if got {
-		fd.InputReady()
+	if poll.ReadReady(fd, short, &l.stats) {
+		// Edge triggering will not report this data again: come back to
+		// it after the other connections.
+		l.later(task{taskResume, fd})
 	}
 }
 
-// flush sends fd's queued output until it is empty or the socket is full,
-// and finishes a close whose output drained.
+// flush sends fd's queued output until it is empty or the socket is full
+// (EPOLLOUT brings it back), and finishes a close whose output drained.
 func (l *loop) flush(fd *poll.FD) {
-	if isDone(fd) {
+	if fd.Finalized() {
 		return
 	}
-	for {
-		l.iov = fd.OutputSlices(l.iov[:0], len(l.iovecs))
-		if len(l.iov) == 0 {
-			break
-		}
-		n, err := poll.Sendv(fd.Sysfd, l.iov, &l.iovecs)
-		clear(l.iov)
-		if poll.IsAgain(err) {
-			return // EPOLLOUT comes when there is room
-		}
-		if err != nil {
-			fd.OutputError(err)
-			break
-		}
-		if fd.OutputSent(n) {
-			break
-		}
+	if full := poll.SendQueued(fd, &l.iov, &l.iovecs, &l.stats); full {
+		return
 	}
 	if fd.Closing() {
 		l.finalize(fd)
@@ -332,7 +281,7 @@ func (l *loop) flush(fd *poll.FD) {
 // close starts closing fd: drain its output first, bounded by its drain
 // timeout.
 func (l *loop) close(fd *poll.FD) {
-	if isDone(fd) {
+	if fd.Finalized() {
 		return
 	}
 	if fd.OutputPending() {
@@ -390,13 +339,4 @@ func (l *loop) shutdown() {
 	}
 	unix.Close(l.evfd)
 	l.file.Close() // closes epfd
-}
-
-func isDone(fd *poll.FD) bool {
-	select {
-	case <-fd.Done():
-		return true
-	default:
-		return false
-	}
 }

@@ -1,0 +1,59 @@
+package poll
+
+import "sync/atomic"
+
+// Stats counts one loop's work. The loop goroutine updates most counters;
+// Wakeups are counted by the goroutines that wake it. Any goroutine may read
+// them. Counters an engine has no use for stay zero.
+type Stats struct {
+	// EnterSubmit counts io_uring_enter calls that only submitted.
+	EnterSubmit atomic.Uint64
+	// EnterWait counts io_uring_enter calls that waited for completions.
+	EnterWait atomic.Uint64
+	// EnterGetEvents counts io_uring_enter calls made only to run deferred
+	// completions or flush a CQ overflow, with nothing to submit.
+	EnterGetEvents atomic.Uint64
+	// EnterWakeSQ counts io_uring_enter calls that woke an SQPOLL thread.
+	EnterWakeSQ atomic.Uint64
+	// PollWaits counts epoll_wait calls.
+	PollWaits atomic.Uint64
+	// SQEs counts submission queue entries submitted.
+	SQEs atomic.Uint64
+	// CQEs counts completions reaped.
+	CQEs atomic.Uint64
+	// Wakeups counts wake-up signals sent to a sleeping loop.
+	Wakeups atomic.Uint64
+	// ENOBUFS counts multishot receives ended by an empty buffer ring.
+	ENOBUFS atomic.Uint64
+	// CQOverflows counts loop turns that found the CQ overflowed.
+	CQOverflows atomic.Uint64
+	// Rearms counts multishot requests armed again after they ended.
+	Rearms atomic.Uint64
+	// Accepts counts connections accepted by the loop.
+	Accepts atomic.Uint64
+	// BytesIn and BytesOut count payload bytes received and sent by the
+	// loop (bytes writers send themselves are not counted).
+	BytesIn, BytesOut atomic.Uint64
+	// BuffersOut is the number of provided buffers not in the ring now:
+	// filled by the kernel and not yet released by their readers.
+	BuffersOut atomic.Int64
+}
+
+// Listening is a listening socket whose connections an engine accepts
+// (multishot accept on io_uring).
+type Listening interface {
+	// Accept returns the next accepted socket (non-blocking, close-on-exec),
+	// blocking until one arrives. After Close it returns ErrClosed.
+	Accept() (int, error)
+	// Close stops accepting. The engine closes the listening descriptor
+	// once nothing is in flight on it, and closes accepted sockets nobody
+	// took.
+	Close()
+}
+
+// Acceptor is implemented by engines that accept connections themselves.
+type Acceptor interface {
+	// Listen takes ownership of the non-blocking listening socket sysfd and
+	// starts accepting on it.
+	Listen(sysfd int) (Listening, error)
+}
