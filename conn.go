@@ -25,6 +25,7 @@ type Conn struct {
 	raddr   net.Addr
 	reader  Reader
 	writer  Writer
+	eng     *engineRef
 
 	// Set for connections a Server runs.
 	srv        *Server
@@ -43,7 +44,7 @@ var _ interface {
 // srv is set, the connection's input runs srv's handler. On error the socket
 // is closed.
 func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *engineRef, srv *Server) (*Conn, error) {
-	c := &Conn{fd: poll.NewFD(sysfd, cfg.pollConfig()), network: network, laddr: laddr, raddr: raddr}
+	c := &Conn{fd: poll.NewFD(sysfd, cfg.pollConfig()), network: network, laddr: laddr, raddr: raddr, eng: r}
 	c.reader.c = c
 	c.writer.c = c
 	if srv != nil {

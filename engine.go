@@ -3,9 +3,12 @@ package ringpoll
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -15,22 +18,27 @@ type Engine uint8
 
 // The engines. Each is chosen at run time, never by build tags.
 const (
-	// EngineAuto picks the best engine the kernel offers. Until the
-	// io_uring engines land it means EngineEpoll. The environment variable
-	// RINGPOLL_ENGINE, if set to an engine name, overrides it.
+	// EngineAuto picks EngineUring when io_uring works here (see
+	// UringStatus), and EngineEpoll otherwise, logging the reason once.
+	// The environment variable RINGPOLL_ENGINE, if set to an engine name,
+	// overrides it.
 	EngineAuto Engine = iota
 	// EngineEpoll is the classic epoll reactor.
 	EngineEpoll
-	// EngineUring is the io_uring proactor (not available yet).
+	// EngineUring is the io_uring proactor: multishot accept, multishot
+	// recv into a ring of provided buffers that readers get without a
+	// copy, and sends submitted by the loop, one in flight per connection.
 	EngineUring
-	// EngineUringHybrid receives through io_uring and sends with sendmsg
-	// (not available yet).
+	// EngineUringHybrid receives as EngineUring does; writers send with a
+	// syscall in their own goroutine and leave only what the socket did not
+	// take to the loop.
 	EngineUringHybrid
-	// EngineUringReactor polls through io_uring, then reads and writes with
-	// plain syscalls (not available yet).
+	// EngineUringReactor polls readiness through io_uring (multishot
+	// POLL_ADD), then reads and writes with plain syscalls.
 	EngineUringReactor
-	// EngineUringSQPoll is the io_uring proactor on SQPOLL rings (not
-	// available yet).
+	// EngineUringSQPoll is EngineUring on SQPOLL rings: a kernel thread
+	// takes submissions, and writers submit sends on mutex-guarded send
+	// rings. It needs spare cores (see WithSQPollCPU).
 	EngineUringSQPoll
 )
 
@@ -66,9 +74,22 @@ func (e Engine) String() string {
 	return fmt.Sprintf("Engine(%d)", uint8(e))
 }
 
+// UringStatus reports why the io_uring engines cannot run here, or nil if
+// they can: io_uring is set up, probed for the opcodes the engines use, and
+// a multishot recv into a provided-buffer ring is tried on a socketpair.
+// The error names the cause: ENOSYS (no io_uring), EPERM (a seccomp profile
+// such as Docker's default, or a security policy), the sysctl
+// kernel.io_uring_disabled, or a missing opcode or feature. The check runs
+// once per process. Setting RINGPOLL_URING_SETUP_ERRNO to EPERM, ENOSYS or
+// EINVAL makes it fail that way, to try the fallback where io_uring works.
+func UringStatus() error { return uringStatus() }
+
+var fallbackOnce sync.Once
+
 // resolve turns EngineAuto into a concrete engine, honouring
-// RINGPOLL_ENGINE, and rejects engines that cannot run.
-func (e Engine) resolve() (Engine, error) {
+// RINGPOLL_ENGINE, and rejects engines that cannot run. A fallback from
+// io_uring to epoll is logged once per process.
+func (e Engine) resolve(log *slog.Logger) (Engine, error) {
 	if e == EngineAuto {
 		if env := os.Getenv("RINGPOLL_ENGINE"); env != "" {
 			var err error
@@ -78,26 +99,48 @@ func (e Engine) resolve() (Engine, error) {
 		}
 	}
 	switch e {
-	case EngineAuto, EngineEpoll:
-		return EngineEpoll, nil
+	case EngineEpoll:
+		return e, nil
+	case EngineAuto:
+		if err := uringStatus(); err != nil {
+			fallbackOnce.Do(func() {
+				log.Warn("ringpoll: io_uring unavailable, using epoll", "reason", err)
+			})
+			return EngineEpoll, nil
+		}
+		return EngineUring, nil
 	case EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll:
-		return 0, fmt.Errorf("%w: %s is not available yet in this version; use epoll or auto", ErrEngineUnavailable, e)
+		if err := uringStatus(); err != nil {
+			return 0, fmt.Errorf("%w: %s: %w; use epoll or auto", ErrEngineUnavailable, e, err)
+		}
+		return e, nil
 	}
 	return 0, fmt.Errorf("%w: %s", ErrEngineUnavailable, e)
 }
 
 // A running engine is shared by every listener and connection with the same
-// engine and loop count, and stopped when the last of them is closed, so an
-// idle process keeps no loop goroutines.
+// engine, loop count and tuning, and stopped engineLinger after the last of
+// them is closed: an idle process keeps no loop goroutines, and a program
+// that closes its last connection and opens a new one does not pay for
+// setting up rings again.
 type engineKey struct {
 	engine Engine
 	loops  int
+	ring   ringTuning
 }
 
+// engineLinger is how long an engine with no listener or connection left
+// keeps running. Tests set it to 0 to stop engines at once.
+var engineLinger atomic.Int64 // a time.Duration
+
+func init() { engineLinger.Store(int64(200 * time.Millisecond)) }
+
 type engineRef struct {
-	key  engineKey
-	eng  poll.Engine
-	refs int // under enginesMu
+	key     engineKey
+	eng     poll.Engine
+	refs    int         // under enginesMu
+	stopped bool        // under enginesMu
+	linger  *time.Timer // under enginesMu; set while refs == 0
 }
 
 var (
@@ -108,11 +151,14 @@ var (
 // acquireEngine returns a reference to the running engine for cfg, starting
 // it if needed. The caller must call release once.
 func acquireEngine(cfg *config) (*engineRef, error) {
-	e, err := cfg.engine.resolve()
+	e, err := cfg.engine.resolve(cfg.logger)
 	if err != nil {
 		return nil, err
 	}
-	key := engineKey{e, cfg.loops}
+	key := engineKey{e, cfg.loops, ringTuning{}}
+	if e != EngineEpoll {
+		key.ring = cfg.ring
+	}
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	r := engines[key]
@@ -125,32 +171,53 @@ func acquireEngine(cfg *config) (*engineRef, error) {
 		engines[key] = r
 		cfg.logger.Info("ringpoll: engine started", "engine", eng.Name(), "loops", key.loops)
 	}
-	r.refs++
+	r.addRef()
 	return r, nil
 }
 
 // retain adds a reference to a running engine. It reports false, adding
-// none, if the engine was stopped: its last reference was released (a
-// Listener closed while its Accept was registering a connection).
+// none, if the engine was stopped (a Listener closed while its Accept was
+// registering a connection, and the engine's linger ran out).
 func (r *engineRef) retain() bool {
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
-	if r.refs == 0 {
+	if r.stopped {
 		return false
 	}
-	r.refs++
+	r.addRef()
 	return true
 }
 
-// release drops a reference; the last one stops the engine. It does not
-// block, so a loop may call it.
+// addRef counts a reference, called with enginesMu held.
+func (r *engineRef) addRef() {
+	if r.refs++; r.refs == 1 && r.linger != nil {
+		r.linger.Stop()
+		r.linger = nil
+	}
+}
+
+// release drops a reference; the engine stops engineLinger after the last
+// one, unless a new reference comes first. It does not block, so a loop may
+// call it.
 func (r *engineRef) release() {
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	if r.refs--; r.refs == 0 {
-		if engines[r.key] == r { // a newer engine may run under the key
-			delete(engines, r.key)
-		}
-		r.eng.Stop()
+		r.linger = time.AfterFunc(time.Duration(engineLinger.Load()), r.stopIdle)
 	}
+}
+
+// stopIdle stops the engine if it is still unreferenced.
+func (r *engineRef) stopIdle() {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if r.refs != 0 || r.stopped || r.linger == nil {
+		return
+	}
+	r.linger = nil
+	r.stopped = true
+	if engines[r.key] == r {
+		delete(engines, r.key)
+	}
+	r.eng.Stop()
 }

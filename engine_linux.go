@@ -1,10 +1,34 @@
 package ringpoll
 
 import (
+	"sync"
+
 	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/poll/epoll"
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
+	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
-func startEngine(k engineKey) (poll.Engine, error) {
-	return epoll.New(k.loops)
+var uringModes = map[Engine]uringp.Mode{
+	EngineUring:        uringp.ModeUring,
+	EngineUringHybrid:  uringp.ModeHybrid,
+	EngineUringReactor: uringp.ModeReactor,
+	EngineUringSQPoll:  uringp.ModeSQPoll,
 }
+
+func startEngine(k engineKey) (poll.Engine, error) {
+	m, ok := uringModes[k.engine]
+	if !ok {
+		return epoll.New(k.loops)
+	}
+	return uringp.New(m, k.loops, uringp.Tuning{
+		SQEntries:    k.ring.sqEntries,
+		CQEntries:    k.ring.cqEntries,
+		Buffers:      k.ring.buffers,
+		BufferSize:   k.ring.bufferSize,
+		SQThreadIdle: k.ring.sqIdle,
+		SQThreadCPU:  k.ring.sqCPU,
+	})
+}
+
+var uringStatus = sync.OnceValue(uring.Check)

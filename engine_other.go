@@ -18,3 +18,7 @@ func startEngine(k engineKey) (poll.Engine, error) {
 }
 
 func accept(int) (int, unix.Sockaddr, error) { return -1, nil, errors.ErrUnsupported }
+
+func uringStatus() error {
+	return fmt.Errorf("io_uring needs Linux: %w", errors.ErrUnsupported)
+}

@@ -10,14 +10,17 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // Listener is a stream listener whose accepted connections are served by a
 // ringpoll engine. It is a net.Listener: http.Serve, tls.NewListener and
 // grpc's Serve accept it unmodified. Its methods are safe for concurrent use.
 type Listener struct {
-	ln        net.Listener // owns the address (and the Unix socket file)
-	file      *os.File     // a duplicate of ln's socket, for waiting in accept
+	ln        net.Listener   // owns the address (and the Unix socket file)
+	lq        poll.Listening // the engine accepts (io_uring multishot accept)
+	file      *os.File       // otherwise: a duplicate of ln's socket, to wait in accept
 	rc        syscall.RawConn
 	network   string
 	cfg       *config
@@ -51,6 +54,15 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 	if err != nil {
 		eng.release()
 		return nil, err
+	}
+	if acc, ok := eng.eng.(poll.Acceptor); ok {
+		lq, err := engineListen(ln, acc)
+		if err != nil {
+			ln.Close()
+			eng.release()
+			return nil, &net.OpError{Op: "listen", Net: network, Addr: ln.Addr(), Err: err}
+		}
+		return &Listener{ln: ln, lq: lq, network: network, cfg: cfg, eng: eng}, nil
 	}
 	// A listener's own RawConn cannot wait (its Read is EINVAL), but an
 	// os.File's can: Go's poller wakes Accept, and closing the file wakes it
@@ -97,7 +109,11 @@ func (l *Listener) Close() error {
 	err := net.ErrClosed
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
-		l.file.Close()
+		if l.lq != nil {
+			l.lq.Close()
+		} else {
+			l.file.Close()
+		}
 		err = l.ln.Close()
 		l.eng.release()
 	})
@@ -114,6 +130,9 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 func (l *Listener) Engine() Engine { return l.eng.key.engine }
 
 func (l *Listener) accept(srv *Server) (*Conn, error) {
+	if l.lq != nil {
+		return l.acceptEngine(srv)
+	}
 	for {
 		var sysfd int
 		var sa unix.Sockaddr
@@ -141,6 +160,50 @@ func (l *Listener) accept(srv *Server) (*Conn, error) {
 		}
 		return c, nil
 	}
+}
+
+// acceptEngine takes the next connection the engine accepted.
+func (l *Listener) acceptEngine(srv *Server) (*Conn, error) {
+	sysfd, err := l.lq.Accept()
+	if err != nil {
+		return nil, l.opError(err)
+	}
+	// A peer that reset before this has no address any more (ENOTCONN);
+	// its Conn reads the error.
+	sa, _ := unix.Getpeername(sysfd)
+	c, err := l.newConn(sysfd, sa, srv)
+	if err != nil {
+		return nil, l.opError(err)
+	}
+	return c, nil
+}
+
+// engineListen hands a non-blocking duplicate of ln's socket to the
+// engine, which accepts on it.
+func engineListen(ln net.Listener, acc poll.Acceptor) (poll.Listening, error) {
+	rc, err := ln.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	sysfd := -1
+	var derr error
+	if err := rc.Control(func(fd uintptr) {
+		sysfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, os.NewSyscallError("fcntl", derr)
+	}
+	if err := unix.SetNonblock(sysfd, true); err != nil {
+		unix.Close(sysfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	lq, err := acc.Listen(sysfd)
+	if err != nil {
+		unix.Close(sysfd)
+	}
+	return lq, err
 }
 
 func (l *Listener) newConn(sysfd int, sa unix.Sockaddr, srv *Server) (*Conn, error) {
@@ -177,5 +240,10 @@ func sockaddrToAddr(sa unix.Sockaddr, network string) net.Addr {
 	case *unix.SockaddrUnix:
 		return &net.UnixAddr{Name: sa.Name, Net: network}
 	}
-	return nil
+	// Unknown (a peer gone before getpeername): an empty address of the
+	// right type rather than nil, which callers would not expect.
+	if network == "unix" {
+		return &net.UnixAddr{Net: network}
+	}
+	return &net.TCPAddr{}
 }

@@ -34,7 +34,17 @@ type config struct {
 	idle      time.Duration
 	drain     time.Duration
 	logger    *slog.Logger
+	ring      ringTuning
 	err       error
+}
+
+// ringTuning is what the io_uring engines are built with; engines with
+// different tunings run separately.
+type ringTuning struct {
+	sqEntries, cqEntries uint32
+	buffers, bufferSize  int
+	sqIdle               time.Duration
+	sqCPU                int // 1 + CPU; 0: not pinned
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -156,4 +166,56 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		c.logger = l
 	}
+}
+
+// WithBufferRing sets the provided buffers each io_uring loop receives
+// into: count buffers (a power of two, 1 to 32768) of size bytes (512 to
+// 1 MiB). Default: 4096 buffers of 4096 bytes, 16 MiB per loop. One
+// connection may hold at most a quarter of them (its input high-water mark
+// is lowered to fit). Epoll and uring-reactor ignore it.
+func WithBufferRing(count, size int) Option {
+	return func(c *config) {
+		if count < 1 || count > 1<<15 || count&(count-1) != 0 {
+			c.fail("WithBufferRing(%d, %d): the count must be a power of two from 1 to 32768", count, size)
+			return
+		}
+		if size < 512 || size > 1<<20 {
+			c.fail("WithBufferRing(%d, %d): the size must be from 512 bytes to 1 MiB", count, size)
+			return
+		}
+		c.ring.buffers, c.ring.bufferSize = count, size
+	}
+}
+
+// WithSQPollIdle sets how long the kernel's SQPOLL thread of a
+// uring-sqpoll loop keeps polling after the last submission before it
+// sleeps (whole milliseconds, 1 ms to 10 s). Default: 10 ms. Other engines
+// ignore it.
+func WithSQPollIdle(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond || d > 10*time.Second {
+			c.fail("WithSQPollIdle(%v): must be from 1ms to 10s", d)
+			return
+		}
+		c.ring.sqIdle = d
+	}
+}
+
+// WithSQPollCPU pins the kernel's SQPOLL thread of uring-sqpoll loops to
+// cpu. Give it a core the application does not use: the thread spins while
+// traffic flows. Default: not pinned. Other engines ignore it.
+func WithSQPollCPU(cpu int) Option {
+	return func(c *config) {
+		if cpu < 0 || cpu >= 1<<16 {
+			c.fail("WithSQPollCPU(%d): not a CPU number", cpu)
+			return
+		}
+		c.ring.sqCPU = cpu + 1
+	}
+}
+
+// withRingEntries sizes the io_uring submission and completion queues
+// (tests shrink them to force CQ overflow).
+func withRingEntries(sq, cq uint32) Option {
+	return func(c *config) { c.ring.sqEntries, c.ring.cqEntries = sq, cq }
 }

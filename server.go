@@ -53,7 +53,7 @@ func NewServer(h Handler, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if cfg.engineSet {
-		if _, err := cfg.engine.resolve(); err != nil {
+		if _, err := cfg.engine.resolve(cfg.logger); err != nil {
 			return nil, err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return fmt.Errorf("ringpoll: Serve needs a listener from ringpoll.Listen, not %T", ln)
 	}
 	if s.cfg.engineSet {
-		want, _ := s.cfg.engine.resolve()
+		want, _ := s.cfg.engine.resolve(s.cfg.logger)
 		if want != l.Engine() {
 			return fmt.Errorf("ringpoll: Serve: the Server wants engine %s but the listener runs %s", want, l.Engine())
 		}

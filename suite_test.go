@@ -13,7 +13,7 @@ import (
 // testEngines is every engine the suite runs against. Each engine issue adds
 // its rows here; every test that exercises connections goes through
 // forEachEngine, so a new engine passes exactly the same tests.
-var testEngines = []Engine{EngineEpoll}
+var testEngines = []Engine{EngineEpoll, EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll}
 
 // forEachEngine runs f as a subtest per engine.
 func forEachEngine(t *testing.T, f func(t *testing.T, e Engine)) {

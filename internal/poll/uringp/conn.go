@@ -1,0 +1,393 @@
+//go:build linux
+
+package uringp
+
+import (
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+const maxIov = 64
+
+// conn is the loop's state for one FD. The loop goroutine owns it, except
+// the send fields under sendMu in uring-sqpoll mode, where writers submit.
+type conn struct {
+	fd   *poll.FD
+	l    *loop
+	slot uint32
+	gen  uint32
+
+	recvArmed    bool          // multishot recv or poll in flight
+	canceling    bool          // a cancel of the recv is in flight
+	paused       bool          // input backpressure: no re-arm until Resume
+	starved      bool          // on l.starved
+	eof          bool          // input ended
+	closing      bool          // Close seen; output draining
+	notified     bool          // on l.notify
+	limited      bool          // the recv in flight has a byte limit (SetRecvLimit)
+	pollIn       bool          // input by POLL_ADD and read(2), not multishot recv
+	outArmed     bool          // a multishot POLLOUT is in flight (after a send's EAGAIN)
+	outCanceling bool          // its cancel is in flight
+	needOut      bool          // output waits for POLLOUT
+	outSeq       atomic.Uint32 // POLLOUT CQEs seen
+	sendSeq      uint32        // outSeq when the send in flight was issued; under sendMu
+
+	sendMu   sync.Mutex // uring-sqpoll: writers submit sends too
+	attached bool       // under sendMu
+	sendBusy bool       // a send is in flight; under sendMu
+	tearing  bool       // cancelling; no new requests; under sendMu
+	ring     *sendRing  // uring-sqpoll: the ring this conn sends on
+
+	iov  [][]byte
+	msg  uring.Msghdr
+	vecs [maxIov]uring.Iovec
+	pin  runtime.Pinner
+	// reactor scratch
+	sendIov  [][]byte
+	sendVecs *poll.Iovecs
+}
+
+// attach gives c a slot and starts its input.
+func (l *loop) attach(c *conn) {
+	if n := len(l.freeSlots); n > 0 {
+		c.slot = l.freeSlots[n-1]
+		l.freeSlots = l.freeSlots[:n-1]
+	} else {
+		c.slot = uint32(len(l.conns))
+		l.conns = append(l.conns, nil)
+		l.gens = append(l.gens, 0)
+	}
+	c.gen = l.gens[c.slot]
+	c.pollIn = l.mode == ModeReactor || isUnixSocket(c.fd.Sysfd)
+	l.conns[c.slot] = c
+	l.live++
+	if l.send != nil {
+		c.ring = l.send.pick(c.slot)
+	}
+	c.sendMu.Lock()
+	c.attached = true
+	c.sendMu.Unlock()
+	if c.fd.Closing() {
+		l.close(c)
+		return
+	}
+	l.armRecv(c)
+	if c.fd.OutputPending() {
+		l.flush(c) // a writer queued before the slot existed
+	}
+}
+
+// armRecv starts the connection's multishot input request.
+func (l *loop) armRecv(c *conn) {
+	sqe := l.getSQE()
+	if c.pollIn {
+		sqe.PrepPollMultishot(c.fd.Sysfd, unix.POLLIN|unix.POLLRDHUP)
+		sqe.UserData = userData(kindPoll, c.gen, c.slot)
+	} else {
+		sqe.PrepRecvMultishot(c.fd.Sysfd, 0, l.bufs.ring.Bgid)
+		if !l.noRecvLimit {
+			// The kernel stops at the high-water mark by itself: held
+			// input never exceeds it by more than one buffer.
+			sqe.SetRecvLimit(uint32(max(c.fd.InputRoom(), l.tuning.BufferSize)))
+			c.limited = true
+		}
+		sqe.UserData = userData(kindRecv, c.gen, c.slot)
+	}
+	c.recvArmed = true
+}
+
+// isUnixSocket reports whether sysfd is an AF_UNIX socket. The io_uring
+// engines read those through a multishot POLL_ADD and read(2): on 6.18 a
+// multishot recv on an AF_UNIX stream socket was seen to miss the wake-up
+// for its last data and EOF, leaving a reader blocked for ever, while TCP
+// never did in the same tests.
+func isUnixSocket(sysfd int) bool {
+	d, err := unix.GetsockoptInt(sysfd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	return err == nil && d == unix.AF_UNIX
+}
+
+// wantsInput reports whether c's input request should be in flight.
+func (c *conn) wantsInput() bool {
+	return !c.paused && !c.starved && !c.eof && !c.closing
+}
+
+// recvDone handles a multishot recv CQE.
+func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
+	var p []byte
+	if cqe.Flags&uring.CQEFBuffer != 0 {
+		bid := cqe.BufID()
+		l.stats.BuffersOut.Add(1)
+		if c == nil || cqe.Res <= 0 || c.closing {
+			l.bufs.giveBack(bid) // stale, or nobody will read it
+		} else {
+			p = l.bufs.arena.Buf(int(bid))[:cqe.Res]
+		}
+	}
+	if c == nil {
+		return
+	}
+	switch {
+	case cqe.Res > 0:
+		l.stats.BytesIn.Add(uint64(cqe.Res))
+		if p != nil {
+			if !c.fd.InputRef(p, l.bufs.release[cqe.BufID()]) && !c.paused {
+				c.paused = true
+				if cqe.More() && !c.limited {
+					l.cancelRecv(c) // a kernel without recv limits
+				}
+			}
+			l.wakeReader(c)
+		}
+	case cqe.Res == 0:
+		c.eof = true
+		c.fd.InputError(io.EOF)
+		l.wakeReader(c)
+	case cqe.Res == -int32(unix.ENOBUFS):
+		l.stats.ENOBUFS.Add(1)
+		if !c.starved {
+			c.starved = true
+			l.starved = append(l.starved, c)
+			l.starving.Store(true)
+		}
+	case cqe.Res == -int32(unix.ECANCELED):
+	case cqe.Res == -int32(unix.EINVAL) && c.limited && !l.noRecvLimit:
+		// The kernel knows no recv limit: pause by cancelling instead.
+		l.noRecvLimit = true
+	default:
+		c.eof = true
+		c.fd.InputError(errno("recv", cqe.Res))
+		l.wakeReader(c)
+	}
+	if cqe.More() {
+		return
+	}
+	c.recvArmed, c.canceling = false, false
+	if l.isTearing(c) {
+		l.maybeFinalize(c)
+		return
+	}
+	if c.wantsInput() {
+		l.stats.Rearms.Add(1)
+		l.armRecv(c)
+	}
+}
+
+func (l *loop) wakeReader(c *conn) {
+	if !c.notified {
+		c.notified = true
+		l.notify = append(l.notify, c)
+	}
+}
+
+func (l *loop) cancelRecv(c *conn) {
+	if c.recvArmed && !c.canceling {
+		c.canceling = true
+		k := kindRecv
+		if c.pollIn {
+			k = kindPoll
+		}
+		l.cancel(userData(k, c.gen, c.slot))
+	}
+}
+
+// resume restarts input after backpressure.
+func (l *loop) resume(c *conn) {
+	if l.isTearing(c) || c.closing {
+		return
+	}
+	c.paused = false
+	if c.pollIn {
+		if c.recvArmed && poll.ReadReady(c.fd, false, &l.stats) {
+			l.later(task{kind: taskResume, c: c})
+		}
+		return
+	}
+	if !c.recvArmed && c.wantsInput() {
+		l.stats.Rearms.Add(1)
+		l.armRecv(c)
+	}
+}
+
+// flush starts sending c's queued output if no send is in flight.
+func (l *loop) flush(c *conn) {
+	if l.mode == ModeReactor {
+		l.reactorFlush(c)
+		return
+	}
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if !c.attached || c.tearing || c.sendBusy {
+		return
+	}
+	c.iov = c.fd.OutputSlices(c.iov[:0], maxIov)
+	if len(c.iov) == 0 {
+		return
+	}
+	if l.send != nil {
+		l.send.submit(c)
+		return
+	}
+	l.prepSend(l.getSQE(), c)
+}
+
+// prepSend fills sqe with a send of c.iov; called with c.sendMu held. The
+// payload stays referenced by the FD's output queue until OutputSent, and
+// pinned until the CQE.
+func (l *loop) prepSend(sqe *uring.SQE, c *conn) {
+	for _, p := range c.iov {
+		c.pin.Pin(unsafe.SliceData(p))
+	}
+	// MSG_DONTWAIT: a send that finds the socket full ends with EAGAIN
+	// and the loop waits for POLLOUT itself (armPollOut). Left to wait
+	// inside the kernel, sends on full AF_UNIX sockets were seen on 6.18
+	// to end with EAGAIN anyway, or to never complete on SQPOLL rings
+	// while the socket polled writable.
+	const flags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
+	if len(c.iov) == 1 {
+		sqe.PrepSend(c.fd.Sysfd, c.iov[0], flags)
+	} else {
+		for i, p := range c.iov {
+			c.vecs[i] = uring.Iovec{Base: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p)))), Len: uint64(len(p))}
+		}
+		c.msg = uring.Msghdr{Iov: uint64(uintptr(unsafe.Pointer(&c.vecs[0]))), Iovlen: uint64(len(c.iov))}
+		sqe.PrepSendmsg(c.fd.Sysfd, &c.msg, flags)
+	}
+	sqe.UserData = userData(kindSend, c.gen, c.slot)
+	c.sendBusy = true
+	c.sendSeq = c.outSeq.Load()
+}
+
+// sendDone handles a send CQE: account the bytes and send the rest.
+func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
+	if c == nil {
+		return
+	}
+	c.sendMu.Lock()
+	roomSince := c.sendSeq != c.outSeq.Load()
+	c.sendBusy = false
+	c.pin.Unpin()
+	clear(c.iov)
+	c.sendMu.Unlock()
+	empty := true
+	switch {
+	case cqe.Res >= 0:
+		l.stats.BytesOut.Add(uint64(cqe.Res))
+		empty = c.fd.OutputSent(int(cqe.Res))
+	case cqe.Res == -int32(unix.ECANCELED):
+		c.fd.OutputError(poll.ErrClosed)
+	case cqe.Res == -int32(unix.EAGAIN) || cqe.Res == -int32(unix.EINTR):
+		// The socket is full (MSG_DONTWAIT): wait for POLLOUT, then
+		// send again.
+		if !l.isTearing(c) {
+			if roomSince {
+				l.flush(c) // POLLOUT came after this send was issued
+			} else {
+				l.armPollOut(c)
+			}
+			return
+		}
+	default:
+		c.fd.OutputError(errno("sendmsg", cqe.Res))
+	}
+	if l.isTearing(c) {
+		l.maybeFinalize(c)
+		return
+	}
+	if !empty {
+		l.flush(c)
+		return
+	}
+	l.stopPollOut(c)
+	if c.closing {
+		l.teardown(c)
+	}
+}
+
+// close starts closing c: drain its output first, bounded by its drain
+// timeout.
+func (l *loop) close(c *conn) {
+	if !c.attachedNow() || c.closing {
+		return // attach will see Closing
+	}
+	c.closing = true
+	if c.fd.OutputPending() {
+		l.draining[c] = time.Now().Add(c.fd.DrainTimeout())
+		l.flush(c)
+		return
+	}
+	l.teardown(c)
+}
+
+func (c *conn) attachedNow() bool {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.attached
+}
+
+func (l *loop) isTearing(c *conn) bool {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.tearing
+}
+
+// teardown cancels every request on c; the last final CQE finalizes it.
+func (l *loop) teardown(c *conn) {
+	c.sendMu.Lock()
+	if c.tearing {
+		c.sendMu.Unlock()
+		return
+	}
+	c.tearing = true
+	busy := c.sendBusy
+	c.sendMu.Unlock()
+	delete(l.draining, c)
+	l.cancelRecv(c)
+	if busy {
+		l.cancelSend(c)
+	}
+	l.stopPollOut(c)
+	l.maybeFinalize(c)
+}
+
+func (l *loop) cancelSend(c *conn) {
+	if l.send != nil {
+		l.send.cancel(c)
+		return
+	}
+	l.cancel(userData(kindSend, c.gen, c.slot))
+}
+
+// maybeFinalize closes c's descriptor once no request is in flight on it,
+// and frees its slot for reuse under a new generation.
+func (l *loop) maybeFinalize(c *conn) {
+	c.sendMu.Lock()
+	busy := c.sendBusy
+	c.sendMu.Unlock()
+	if c.recvArmed || busy || c.outArmed {
+		return
+	}
+	if c.starved {
+		for i, s := range l.starved {
+			if s == c {
+				l.starved = append(l.starved[:i], l.starved[i+1:]...)
+				break
+			}
+		}
+		c.starved = false
+	}
+	l.conns[c.slot] = nil
+	l.gens[c.slot] = (l.gens[c.slot] + 1) & genMask
+	l.freeSlots = append(l.freeSlots, c.slot)
+	l.live--
+	c.fd.DiscardInput()
+	c.fd.Finalize()
+}

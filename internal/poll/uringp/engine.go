@@ -1,0 +1,167 @@
+//go:build linux
+
+// Package uringp holds ringpoll's io_uring engines. They share one loop
+// design and differ in how input is taken and output sent:
+//
+//	mode           input                                   output
+//	uring          multishot recv into provided buffers    writers queue; the loop submits SEND
+//	uring-hybrid   multishot recv into provided buffers    writers send(2) themselves; leftovers go to the loop's SEND
+//	uring-reactor  multishot POLL_ADD, then read(2)        writers send(2) themselves; leftovers wait for POLLOUT
+//	uring-sqpoll   as uring, on an SQPOLL ring             writers submit SEND on mutex-guarded SQPOLL send rings
+//
+// Each loop owns one ring, created and entered only on the loop
+// goroutine's locked OS thread. The loop blocks in io_uring_enter; other
+// goroutines reach it through an inbox and wake it, only when it sleeps,
+// with an eventfd on which the loop keeps a READ armed. Listening sockets
+// are served by multishot accept.
+//
+// user_data never holds a Go pointer: it is kind:8 | generation:24 |
+// slot:32, an index into the loop's table of connections. A connection's
+// descriptor is closed only after the final CQE of every request on it.
+package uringp
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+// Mode selects one of the io_uring engines.
+type Mode uint8
+
+// The modes.
+const (
+	ModeUring Mode = iota
+	ModeHybrid
+	ModeReactor
+	ModeSQPoll
+)
+
+var modeNames = [...]string{"uring", "uring-hybrid", "uring-reactor", "uring-sqpoll"}
+
+func (m Mode) String() string { return modeNames[m] }
+
+// Tuning sizes a loop's ring and buffers. The zero value means the
+// defaults; tests shrink them to force ENOBUFS and CQ overflow.
+type Tuning struct {
+	// SQEntries is the submission queue size (default 512).
+	SQEntries uint32
+	// CQEntries is the completion queue size (default 16 × SQEntries).
+	CQEntries uint32
+	// Buffers is the number of provided receive buffers per loop, a power
+	// of two (default 4096).
+	Buffers int
+	// BufferSize is the size of each receive buffer (default 4096).
+	BufferSize int
+	// SQThreadIdle is how long an SQPOLL thread spins before sleeping
+	// (uring-sqpoll; default 10 ms).
+	SQThreadIdle time.Duration
+	// SQThreadCPU is 1 + the CPU to pin the SQPOLL thread to
+	// (uring-sqpoll; 0: not pinned).
+	SQThreadCPU int
+	// SendRings is the number of send rings (uring-sqpoll; default
+	// GOMAXPROCS).
+	SendRings int
+}
+
+func (t Tuning) withDefaults() Tuning {
+	if t.SQEntries == 0 {
+		t.SQEntries = 512
+	}
+	if t.CQEntries == 0 {
+		t.CQEntries = 16 * t.SQEntries
+	}
+	if t.Buffers == 0 {
+		t.Buffers = 4096
+	}
+	if t.BufferSize == 0 {
+		t.BufferSize = 4096
+	}
+	if t.SQThreadIdle == 0 {
+		t.SQThreadIdle = 10 * time.Millisecond
+	}
+	if t.SendRings == 0 {
+		t.SendRings = runtime.GOMAXPROCS(0)
+	}
+	return t
+}
+
+// Engine is a set of io_uring loops of one mode.
+type Engine struct {
+	mode  Mode
+	loops []*loop
+	next  atomic.Uint32
+}
+
+// New starts n loops of mode m. It fails if a ring cannot be set up; the
+// caller decides whether to fall back to epoll.
+func New(m Mode, n int, t Tuning) (*Engine, error) {
+	t = t.withDefaults()
+	if t.Buffers&(t.Buffers-1) != 0 || t.Buffers > 1<<15 {
+		return nil, fmt.Errorf("uring: %d buffers: want a power of two up to 32768", t.Buffers)
+	}
+	e := &Engine{mode: m}
+	for range n {
+		l := newLoop(m, t)
+		started := make(chan error, 1)
+		go l.run(started)
+		if err := <-started; err != nil {
+			e.Stop()
+			return nil, err
+		}
+		e.loops = append(e.loops, l)
+	}
+	return e, nil
+}
+
+// Name returns the mode's name.
+func (e *Engine) Name() string { return e.mode.String() }
+
+// Register attaches fd to the next loop and starts its input. Safe for
+// concurrent use.
+func (e *Engine) Register(fd *poll.FD) error {
+	l := e.pick()
+	c := &conn{fd: fd, l: l}
+	fd.Private = c
+	fd.Loop = l
+	fd.DirectWrite = e.mode == ModeHybrid || e.mode == ModeReactor
+	if e.mode != ModeReactor {
+		// One connection may hold at most a quarter of the loop's
+		// provided buffers, so it cannot starve the others.
+		fd.LimitInput(l.tuning.Buffers * l.tuning.BufferSize / 4)
+	}
+	l.post(task{kind: taskAttach, c: c})
+	return nil
+}
+
+// Listen starts a multishot accept on the listening socket sysfd.
+func (e *Engine) Listen(sysfd int) (poll.Listening, error) {
+	l := e.pick()
+	a := newAcceptor(l, sysfd)
+	l.post(task{kind: taskListen, a: a})
+	return a, nil
+}
+
+func (e *Engine) pick() *loop {
+	return e.loops[int(e.next.Add(1)-1)%len(e.loops)]
+}
+
+// Stats returns each loop's counters.
+func (e *Engine) Stats() []*poll.Stats {
+	s := make([]*poll.Stats, len(e.loops))
+	for i, l := range e.loops {
+		s[i] = &l.stats
+	}
+	return s
+}
+
+// Stop ends the loops. Every FD must have been finalized. It does not
+// wait.
+func (e *Engine) Stop() {
+	for _, l := range e.loops {
+		l.post(task{kind: taskStop})
+	}
+}

@@ -1,0 +1,436 @@
+//go:build linux
+
+package uringp
+
+import (
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+type taskKind uint8
+
+const (
+	taskAttach taskKind = iota
+	taskFlush
+	taskResume
+	taskClose
+	taskListen
+	taskUnlisten
+	taskAcceptResume
+	taskStop
+)
+
+type task struct {
+	kind taskKind
+	c    *conn
+	a    *acceptor
+}
+
+// loop is one io_uring event loop. The fields under mu are its inbox,
+// written by any goroutine; the rest belong to the loop goroutine.
+type loop struct {
+	mode   Mode
+	tuning Tuning
+	stats  poll.Stats
+
+	evfd     int
+	sleeping atomic.Bool
+	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
+
+	mu       sync.Mutex
+	tasks    []task
+	returned []uint16 // provided buffers readers released
+
+	ring    *uring.Ring
+	bufs    *bufPool
+	page    []byte // mmap'd page: the wake READ's target
+	running []task
+	giving  []uint16
+	cqes    [256]uring.CQE
+
+	conns     []*conn // by slot
+	gens      []uint32
+	freeSlots []uint32
+	live      int
+	acceptors []*acceptor
+	notify    []*conn // got input this batch
+	starved   []*conn // multishot recv ended with ENOBUFS
+	draining  map[*conn]time.Time
+	yielded   bool
+	stopping  bool
+	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
+	// input backpressure cancels the recv instead.
+	noRecvLimit bool
+
+	send *sendRings // uring-sqpoll
+}
+
+func newLoop(m Mode, t Tuning) *loop {
+	return &loop{mode: m, tuning: t, evfd: -1, draining: map[*conn]time.Time{}}
+}
+
+// run is the loop goroutine. It locks itself to its thread for good: the
+// ring belongs to the thread that made it (SINGLE_ISSUER, DEFER_TASKRUN),
+// and when run returns the runtime ends the thread with it.
+func (l *loop) run(started chan<- error) {
+	runtime.LockOSThread()
+	if err := l.setup(); err != nil {
+		l.teardownRing()
+		started <- err
+		return
+	}
+	started <- nil
+	for {
+		if l.runTasks() {
+			l.stopping = true
+		}
+		if l.stopping && l.live == 0 && l.liveAcceptors() == 0 {
+			break
+		}
+		l.replenish()
+		l.submitOrWait()
+		l.reap()
+		l.expire()
+	}
+	l.teardownRing()
+}
+
+func (l *loop) setup() error {
+	var err error
+	if l.mode == ModeSQPoll {
+		l.ring, err = newSQPollRing(l.tuning, nil)
+	} else {
+		l.ring, err = uring.NewLoopRing(l.tuning.SQEntries, l.tuning.CQEntries)
+	}
+	if err != nil {
+		return err
+	}
+	if l.mode != ModeSQPoll {
+		// Best effort: saves a file table lookup per enter.
+		l.ring.RegisterRingFD()
+	}
+	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		l.evfd = -1
+		return os.NewSyscallError("eventfd", err)
+	}
+	if l.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
+		return os.NewSyscallError("mmap", err)
+	}
+	if l.mode != ModeReactor {
+		if l.bufs, err = newBufPool(l, l.tuning.Buffers, l.tuning.BufferSize); err != nil {
+			return err
+		}
+	}
+	if l.mode == ModeSQPoll {
+		if l.send, err = newSendRings(l); err != nil {
+			return err
+		}
+	}
+	l.armWake()
+	return nil
+}
+
+// teardownRing releases the ring and what the kernel shared with it.
+// Closing the ring cancels whatever is still in flight (only the wake READ
+// by now).
+func (l *loop) teardownRing() {
+	if l.send != nil {
+		l.send.close()
+	}
+	if l.bufs != nil {
+		l.bufs.close()
+	}
+	if l.ring != nil {
+		l.ring.Close()
+	}
+	if l.evfd >= 0 {
+		unix.Close(l.evfd)
+	}
+	if l.page != nil {
+		unix.Munmap(l.page)
+	}
+}
+
+// post queues t and wakes the loop if it sleeps. The loop sets sleeping,
+// re-checks the inbox, and only then blocks; a producer writes the eventfd
+// only if it clears the flag itself. Go's atomics are sequentially
+// consistent, so one side always sees the other (Dekker).
+func (l *loop) post(t task) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, t)
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *loop) wake() {
+	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
+		l.stats.Wakeups.Add(1)
+		var one = [8]byte{1}
+		unix.Write(l.evfd, one[:])
+	}
+}
+
+// later queues t from the loop itself, without a wake-up.
+func (l *loop) later(t task) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, t)
+	l.mu.Unlock()
+}
+
+// Flush implements poll.Loop.
+func (l *loop) Flush(fd *poll.FD) {
+	c := fd.Private.(*conn)
+	if l.send != nil && l.send.flush(c) {
+		return
+	}
+	l.post(task{kind: taskFlush, c: c})
+}
+
+// Resume implements poll.Loop.
+func (l *loop) Resume(fd *poll.FD) { l.post(task{kind: taskResume, c: fd.Private.(*conn)}) }
+
+// Close implements poll.Loop.
+func (l *loop) Close(fd *poll.FD) { l.post(task{kind: taskClose, c: fd.Private.(*conn)}) }
+
+// pending reports whether the inbox holds work.
+func (l *loop) pending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.tasks) > 0 || (len(l.returned) > 0 && len(l.starved) > 0)
+}
+
+// runTasks runs the inbox and reports whether the loop was told to stop.
+func (l *loop) runTasks() (stop bool) {
+	l.mu.Lock()
+	l.running, l.tasks = l.tasks, l.running[:0]
+	l.mu.Unlock()
+	for i, t := range l.running {
+		switch t.kind {
+		case taskAttach:
+			l.attach(t.c)
+		case taskFlush:
+			l.flush(t.c)
+		case taskResume:
+			l.resume(t.c)
+		case taskClose:
+			l.close(t.c)
+		case taskListen:
+			l.listen(t.a)
+		case taskUnlisten:
+			l.unlisten(t.a)
+		case taskAcceptResume:
+			l.acceptResume(t.a)
+		case taskStop:
+			stop = true
+		}
+		l.running[i] = task{}
+	}
+	return stop
+}
+
+// getSQE returns a free SQE, submitting what is queued when the SQ is
+// full.
+func (l *loop) getSQE() *uring.SQE {
+	for {
+		if sqe := l.ring.GetSQE(); sqe != nil {
+			l.stats.SQEs.Add(1)
+			return sqe
+		}
+		l.submit(0)
+	}
+}
+
+// submit enters the kernel to submit queued SQEs, waiting for at least
+// wait completions (0: do not wait).
+func (l *loop) submit(wait uint32) {
+	if l.mode == ModeSQPoll {
+		l.sqpollSubmit(wait)
+		return
+	}
+	toSubmit := l.ring.Flush()
+	var err error
+	switch {
+	case wait > 0:
+		l.stats.EnterWait.Add(1)
+		if d, ok := l.nextTimer(); ok {
+			_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
+		} else {
+			_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
+		}
+	case toSubmit > 0:
+		l.stats.EnterSubmit.Add(1)
+		_, err = l.ring.Enter(toSubmit, 0, uring.EnterGetEvents, nil, 0)
+	default:
+		l.stats.EnterGetEvents.Add(1)
+		_, err = l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+	}
+	if err != nil && !uring.IsTemporary(err) {
+		// EBADF, EFAULT, EEXIST (another thread) or EBADR (CQEs lost to
+		// OOM): a bug of ours, or a kernel that cannot keep the ring.
+		panic("ringpoll: io_uring_enter: " + err.Error())
+	}
+}
+
+// submitOrWait submits what the last turn queued and, when nothing is left
+// to do, sleeps in io_uring_enter until a completion arrives.
+func (l *loop) submitOrWait() {
+	flags := l.ring.SQFlags()
+	if flags&uring.SQCQOverflow != 0 {
+		l.stats.CQOverflows.Add(1)
+	}
+	busy := l.ring.CQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 || l.pending() || l.sendReady()
+	if busy {
+		if l.ring.SQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 {
+			l.submit(0)
+		}
+		return
+	}
+	if !l.yielded {
+		// Handlers this turn woke may be runnable on our P: let them run
+		// and hand us their output before we block, so it goes out in
+		// this enter rather than after a wake-up.
+		l.yielded = true
+		runtime.Gosched()
+		if l.pending() {
+			return
+		}
+	}
+	l.yielded = false
+	l.sleeping.Store(true)
+	if l.pending() {
+		l.sleeping.Store(false)
+		return
+	}
+	if l.mode == ModeSQPoll && l.spin() {
+		l.sleeping.Store(false)
+		return
+	}
+	l.submit(1)
+	l.sleeping.Store(false)
+}
+
+// reap takes every completion and dispatches it.
+func (l *loop) reap() {
+	for {
+		n := l.ring.PeekCQE(l.cqes[:])
+		if l.send != nil {
+			n += l.send.reap(l.cqes[n:])
+		}
+		if n == 0 {
+			break
+		}
+		l.stats.CQEs.Add(uint64(n))
+		for i := range l.cqes[:n] {
+			l.dispatch(&l.cqes[i])
+		}
+		if n < len(l.cqes)/2 {
+			break
+		}
+	}
+	for i, c := range l.notify {
+		c.notified = false
+		c.fd.InputReady()
+		l.notify[i] = nil
+	}
+	l.notify = l.notify[:0]
+}
+
+func (l *loop) dispatch(cqe *uring.CQE) {
+	k, gen, slot := splitUserData(cqe.UserData)
+	switch k {
+	case kindWake:
+		l.armWake()
+		return
+	case kindAccept:
+		l.acceptDone(slot, cqe)
+		return
+	case kindCancel:
+		return // the target's own final CQE tells what happened
+	}
+	var c *conn
+	if int(slot) < len(l.conns) && l.gens[slot] == gen {
+		c = l.conns[slot]
+	}
+	switch k {
+	case kindRecv:
+		l.recvDone(c, cqe)
+	case kindSend:
+		l.sendDone(c, cqe)
+	case kindPoll:
+		l.pollDone(c, cqe)
+	case kindPollOut:
+		l.pollOutDone(c, cqe)
+	}
+}
+
+// armWake keeps a READ of the wake eventfd in flight: a producer's write
+// completes it, which ends a blocking enter.
+func (l *loop) armWake() {
+	sqe := l.getSQE()
+	sqe.PrepRead(l.evfd, l.page[:8])
+	sqe.UserData = userData(kindWake, 0, 0)
+}
+
+// cancel submits the cancellation of the request ud. Only a failure posts
+// a CQE; the target ends with its own final CQE either way.
+func (l *loop) cancel(ud uint64) {
+	sqe := l.getSQE()
+	sqe.PrepCancel64(ud, 0)
+	sqe.Flags |= uring.SqeCQESkipSuccess
+	sqe.UserData = userData(kindCancel, 0, 0)
+}
+
+// nextTimer returns the time to the nearest drain deadline or accept
+// retry.
+func (l *loop) nextTimer() (time.Duration, bool) {
+	var first time.Time
+	for _, t := range l.draining {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	for _, a := range l.acceptors {
+		if a != nil && !a.retryAt.IsZero() && (first.IsZero() || a.retryAt.Before(first)) {
+			first = a.retryAt
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return time.Until(first), true
+}
+
+// expire acts on passed deadlines.
+func (l *loop) expire() {
+	if len(l.draining) == 0 && l.liveAcceptors() == 0 {
+		return
+	}
+	now := time.Now()
+	for c, t := range l.draining {
+		if !now.Before(t) {
+			l.teardown(c)
+		}
+	}
+	for _, a := range l.acceptors {
+		if a != nil && !a.retryAt.IsZero() && !now.Before(a.retryAt) {
+			a.retryAt = time.Time{}
+			l.armAccept(a)
+		}
+	}
+}
+
+func (l *loop) sendReady() bool { return l.send != nil && l.send.ready() }
+
+// errno turns a negative CQE result into an error like the syscall's.
+func errno(op string, res int32) error {
+	return os.NewSyscallError(op, syscall.Errno(-res))
+}

@@ -1,0 +1,126 @@
+//go:build linux
+
+package uringp
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+// The uring-reactor mode (tRPC's Reactor model): a multishot POLL_ADD per
+// connection for input stands in for epoll, and the loop reads and sends
+// with plain syscalls, as the epoll engine does. Output that meets a full
+// socket waits on a one-shot POLL_ADD for POLLOUT: armed after the EAGAIN,
+// it checks the socket's state when armed, where a multishot poll armed
+// long before reports only wake-ups and was seen to miss the one that
+// mattered on AF_UNIX sockets.
+
+const hangup = unix.POLLRDHUP | unix.POLLHUP | unix.POLLERR
+
+// pollDone handles a readiness CQE: res is the ready event mask.
+func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
+	if c == nil {
+		return
+	}
+	if cqe.Res >= 0 && !l.isTearing(c) {
+		ev := uint32(cqe.Res)
+		if ev&(unix.POLLIN|hangup) != 0 && !c.closing {
+			if poll.ReadReady(c.fd, ev&hangup == 0, &l.stats) {
+				l.later(task{kind: taskResume, c: c})
+			}
+		}
+		if ev&hangup != 0 && l.mode == ModeReactor {
+			l.reactorFlush(c)
+		}
+	} else if cqe.Res < 0 && cqe.Res != -int32(unix.ECANCELED) {
+		c.fd.InputError(errno("poll", cqe.Res))
+		c.fd.InputReady()
+	}
+	if cqe.More() {
+		return
+	}
+	c.recvArmed, c.canceling = false, false
+	if l.isTearing(c) {
+		l.maybeFinalize(c)
+		return
+	}
+	if cqe.Res >= 0 {
+		// The poll ended by itself (the kernel may end a multishot
+		// request at any time): arm it again, for output too.
+		l.stats.Rearms.Add(1)
+		l.armRecv(c)
+	}
+}
+
+// armPollOut waits for room in c's socket after a send met EAGAIN, with a
+// multishot POLL_ADD for POLLOUT. Armed after the EAGAIN, its first check
+// sees the socket's state, so no wake-up is missed; later CQEs come with
+// each wake-up. It must be multishot: io_uring always reports POLLRDHUP,
+// so a one-shot poll on a socket whose peer shut down its writing side
+// fires at once, without POLLOUT, for ever.
+func (l *loop) armPollOut(c *conn) {
+	c.needOut = true
+	if c.outArmed {
+		return
+	}
+	sqe := l.getSQE()
+	sqe.PrepPollMultishot(c.fd.Sysfd, unix.POLLOUT)
+	sqe.UserData = userData(kindPollOut, c.gen, c.slot)
+	c.outArmed = true
+}
+
+// stopPollOut cancels the POLLOUT poll once output no longer waits.
+func (l *loop) stopPollOut(c *conn) {
+	if c.outArmed && !c.outCanceling {
+		c.outCanceling = true
+		l.cancel(userData(kindPollOut, c.gen, c.slot))
+	}
+}
+
+// pollOutDone handles a POLLOUT CQE: send again if there is room.
+func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
+	if c == nil {
+		return
+	}
+	if !cqe.More() {
+		c.outArmed, c.outCanceling = false, false
+	}
+	if l.isTearing(c) {
+		l.maybeFinalize(c)
+		return
+	}
+	if cqe.Res >= 0 && uint32(cqe.Res)&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) != 0 {
+		// Counted even while a send is in flight: if that send fails
+		// with EAGAIN, it knows room came after it was issued.
+		c.outSeq.Add(1)
+		if c.needOut {
+			c.needOut = false
+			l.flush(c)
+		}
+	}
+	if !c.outArmed && c.needOut {
+		c.needOut = false
+		l.armPollOut(c) // the poll ended while output still waits
+	}
+}
+
+// reactorFlush sends c's queued output; if the socket is full, the next
+// POLLOUT edge brings the loop back.
+func (l *loop) reactorFlush(c *conn) {
+	if c.fd.Finalized() || l.isTearing(c) {
+		return
+	}
+	if c.sendVecs == nil {
+		c.sendVecs = new(poll.Iovecs)
+	}
+	if full := poll.SendQueued(c.fd, &c.sendIov, c.sendVecs, &l.stats); full {
+		l.armPollOut(c)
+		return
+	}
+	l.stopPollOut(c)
+	if c.closing {
+		l.teardown(c)
+	}
+}

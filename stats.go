@@ -1,0 +1,108 @@
+package ringpoll
+
+import (
+	"fmt"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+// LoopStats is a snapshot of one event loop's counters since it started.
+// Counters an engine does not use stay zero: io_uring engines count enters,
+// SQEs and CQEs; epoll counts epoll_wait calls.
+type LoopStats struct {
+	// Engine is the loop's engine and Loop its index.
+	Engine Engine
+	Loop   int
+	// EnterSubmit, EnterWait, EnterGetEvents and EnterWakeSQ split the
+	// io_uring_enter calls by purpose: submit only; submit and wait for a
+	// completion (the loop sleeps); run deferred completions or flush an
+	// overflowed CQ with nothing to submit; wake an SQPOLL thread.
+	EnterSubmit, EnterWait, EnterGetEvents, EnterWakeSQ uint64
+	// EpollWaits counts epoll_wait calls.
+	EpollWaits uint64
+	// SQEs and CQEs count submission entries queued and completions
+	// reaped.
+	SQEs, CQEs uint64
+	// Wakeups counts eventfd writes that woke the sleeping loop.
+	Wakeups uint64
+	// ENOBUFS counts multishot receives ended because every provided
+	// buffer was in use (the data waited in the socket; see Rearms).
+	ENOBUFS uint64
+	// CQOverflows counts loop turns that found completions parked in the
+	// kernel because the CQ ring was full (none is lost).
+	CQOverflows uint64
+	// Rearms counts multishot requests (recv, poll, accept) armed again
+	// after they ended.
+	Rearms uint64
+	// Accepts counts connections accepted by the loop (multishot accept).
+	Accepts uint64
+	// BytesIn and BytesOut count bytes the loop received and sent (bytes
+	// writers send themselves, on epoll, uring-hybrid and uring-reactor,
+	// are not counted).
+	BytesIn, BytesOut uint64
+	// BuffersOut is the number of provided buffers out of the ring now:
+	// holding input not yet released. It is 0 when every connection has
+	// released its input or closed.
+	BuffersOut int64
+}
+
+// Enters returns the io_uring_enter calls of every purpose.
+func (s LoopStats) Enters() uint64 {
+	return s.EnterSubmit + s.EnterWait + s.EnterGetEvents + s.EnterWakeSQ
+}
+
+// CQEsPerEnter returns the completions reaped per io_uring_enter call.
+func (s LoopStats) CQEsPerEnter() float64 {
+	if n := s.Enters(); n > 0 {
+		return float64(s.CQEs) / float64(n)
+	}
+	return 0
+}
+
+// String formats the counters on one line, for logs.
+func (s LoopStats) String() string {
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.EpollWaits,
+		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.Accepts,
+		s.BytesIn, s.BytesOut, s.BuffersOut)
+}
+
+// Stats returns the counters of each loop of the engine serving the
+// listener. They stay readable after the listener and its connections are
+// closed.
+func (l *Listener) Stats() []LoopStats { return l.eng.stats() }
+
+// Stats returns the counters of each loop of the engine serving the
+// connection.
+func (c *Conn) Stats() []LoopStats { return c.eng.stats() }
+
+func (r *engineRef) stats() []LoopStats {
+	ps := r.eng.Stats()
+	out := make([]LoopStats, len(ps))
+	for i, p := range ps {
+		out[i] = snapshot(r.key.engine, i, p)
+	}
+	return out
+}
+
+func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
+	return LoopStats{
+		Engine:         e,
+		Loop:           i,
+		EnterSubmit:    p.EnterSubmit.Load(),
+		EnterWait:      p.EnterWait.Load(),
+		EnterGetEvents: p.EnterGetEvents.Load(),
+		EnterWakeSQ:    p.EnterWakeSQ.Load(),
+		EpollWaits:     p.PollWaits.Load(),
+		SQEs:           p.SQEs.Load(),
+		CQEs:           p.CQEs.Load(),
+		Wakeups:        p.Wakeups.Load(),
+		ENOBUFS:        p.ENOBUFS.Load(),
+		CQOverflows:    p.CQOverflows.Load(),
+		Rearms:         p.Rearms.Load(),
+		Accepts:        p.Accepts.Load(),
+		BytesIn:        p.BytesIn.Load(),
+		BytesOut:       p.BytesOut.Load(),
+		BuffersOut:     p.BuffersOut.Load(),
+	}
+}
