@@ -6,7 +6,8 @@
 // nocopy Reader/Writer; with -api conn it runs a goroutine per accepted
 // net.Conn that copies back what it reads. TCP connections get TCP_NODELAY.
 // It logs the engine in use when it starts, and on SIGINT or SIGTERM shuts
-// down gracefully and exits 0.
+// down gracefully, logs each event loop's counters (ringpoll.LoopStats:
+// io_uring_enter calls by purpose, SQEs, CQEs, wake-ups, ...) and exits 0.
 package main
 
 import (
@@ -27,15 +28,15 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], nil); err != nil {
+	if err := run(os.Args[1:], nil, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ringecho:", err)
 		os.Exit(1)
 	}
 }
 
-// run runs the server until a signal; ready, if set, is told the address
-// once it listens (tests use it).
-func run(args []string, ready func(net.Addr)) error {
+// run runs the server until a signal, logging to logw; ready, if set, is
+// told the address once it listens (tests use it).
+func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	fs := flag.NewFlagSet("ringecho", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:7000", "address to listen on (host:port, or a path with -network unix)")
 	network := fs.String("network", "tcp", "tcp, tcp4, tcp6 or unix")
@@ -53,7 +54,7 @@ func run(args []string, ready func(net.Addr)) error {
 	if *api != "handler" && *api != "conn" {
 		return fmt.Errorf("-api %q: want handler or conn", *api)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(logw, nil))
 	opts := []ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}
 	if *loops != 0 {
 		opts = append(opts, ringpoll.WithLoops(*loops))
@@ -63,6 +64,15 @@ func run(args []string, ready func(net.Addr)) error {
 		return err
 	}
 	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api)
+	if engine == ringpoll.EngineAuto && ln.Engine() == ringpoll.EngineEpoll {
+		log.Info("ringecho: io_uring unavailable", "reason", ringpoll.UringStatus())
+	}
+	// The loops' counters, when the server exits.
+	defer func() {
+		for _, s := range ln.Stats() {
+			log.Info("ringecho loop stats", "stats", s.String())
+		}
+	}()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
