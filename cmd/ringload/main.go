@@ -1,0 +1,892 @@
+// Command ringload is an out-of-process load generator for echo servers: a
+// strict ping-pong over TCP that measures throughput and latency at the
+// client and, given the server's PID, the server's CPU time, syscalls and
+// context switches per request. It is the measurement BASELINE.md describes
+// (1 KiB messages, server and generator pinned to different CPUs).
+//
+//	taskset -c 0 ringecho -addr 127.0.0.1:7001 -engine epoll &
+//	taskset -c 1 ringload -addr 127.0.0.1:7001 -server-pid $! [-conns 100] [-size 1024] [-warmup 2s] [-duration 10s] [-json]
+//
+// Each of -conns connections runs on its own goroutine with std net: it
+// writes -size bytes, reads exactly -size bytes back and checks they are the
+// bytes it sent. The first 16 bytes of every message hold the connection id
+// and a sequence number (little-endian uint64s), so an echo that went to the
+// wrong connection, came back out of order or was corrupted counts as a
+// verify error. Verify errors are counted during warm-up and measurement
+// alike.
+//
+// After -warmup the generator measures for -duration: requests completed,
+// req/s and latency p50/p99 (from a log-bucket histogram, within about 3%).
+// With -server-pid it also reports, over the same window:
+//
+//   - server CPU: the sum over every thread of /proc/PID/task/*/schedstat
+//     (first field, ns of CPU time), read at the start and end of the window;
+//     reported as cores used, CPU µs per request and requests per server
+//     CPU-second;
+//   - syscalls: `perf stat -e raw_syscalls:sys_enter -x, -p PID -- sleep D`
+//     started with the window (D is -duration); perf counts from when it
+//     has attached, so the load goes on, uncounted, until perf exits, and
+//     syscalls per request is perf's count over D divided by req/s; -1 with
+//     the reason if perf is missing or fails;
+//   - context switches: voluntary plus nonvoluntary, summed over
+//     /proc/PID/task/*/status, per request.
+//
+// It always reports its own CPU (client cores) and the CPU that neither it
+// nor the server used over the window, from /proc/stat ("other"): near zero
+// on an otherwise idle machine, so a large value marks a run that shared its
+// CPUs with other work.
+//
+// Every loop is bounded: connections carry a deadline past the end of the
+// run, and when the window closes any connection still blocked is cut off.
+// Connection errors are counted and reported, never fatal. The exit status
+// is 1 if any echo failed verification or no request completed, 2 for bad
+// flags, 0 otherwise.
+//
+// With -serve-std the binary instead runs the reference server: a std net
+// echo server with one goroutine per connection, until SIGINT or SIGTERM:
+//
+//	taskset -c 0 ringload -serve-std -addr 127.0.0.1:7001
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is what one load run does.
+type config struct {
+	addr        string
+	conns       int
+	size        int
+	warmup      time.Duration
+	duration    time.Duration
+	serverPID   int           // 0: no server statistics
+	dialTimeout time.Duration // per connection
+	perf        string        // perf binary; "" looks it up in PATH
+}
+
+// headerLen is the connection id and sequence number at the start of every
+// message.
+const headerLen = 16
+
+// run is main without the exit: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7000", "server address (host:port)")
+	conns := fs.Int("conns", 100, "connections, each a goroutine doing strict ping-pong")
+	size := fs.Int("size", 1024, "message size in bytes (at least 16)")
+	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring")
+	duration := fs.Duration("duration", 10*time.Second, "measurement window")
+	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	serveStd := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
+	bufSize := fs.Int("buf", 16<<10, "with -serve-std: read buffer per connection, 1 KiB to 64 KiB")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "ringload: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if *serveStd {
+		if *bufSize < 1<<10 || *bufSize > 64<<10 {
+			fmt.Fprintf(stderr, "ringload: -buf %d: want 1024 to 65536\n", *bufSize)
+			return 2
+		}
+		if err := serveStdEcho(ctx, *addr, *bufSize, func(a net.Addr) {
+			fmt.Fprintf(stderr, "ringload: std net echo server listening on %s (buffer %d B)\n", a, *bufSize)
+		}); err != nil {
+			fmt.Fprintln(stderr, "ringload:", err)
+			return 1
+		}
+		return 0
+	}
+
+	cfg := config{
+		addr:        *addr,
+		conns:       *conns,
+		size:        *size,
+		warmup:      *warmup,
+		duration:    *duration,
+		serverPID:   *serverPID,
+		dialTimeout: 5 * time.Second,
+	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(stderr, "ringload:", err)
+		return 2
+	}
+	res, err := load(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "ringload:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintln(stderr, "ringload:", err)
+			return 1
+		}
+	} else {
+		res.writeText(stdout)
+	}
+	switch {
+	case res.VerifyErrors > 0:
+		fmt.Fprintf(stderr, "ringload: %d echoes failed verification; first: %s\n", res.VerifyErrors, res.FirstVerifyError)
+		return 1
+	case res.Requests == 0:
+		fmt.Fprintf(stderr, "ringload: no request completed in the window (first error: %s)\n", orNone(res.FirstError))
+		return 1
+	}
+	return 0
+}
+
+func (c config) check() error {
+	switch {
+	case c.addr == "":
+		return errors.New("-addr is empty")
+	case c.conns < 1:
+		return fmt.Errorf("-conns %d: want at least 1", c.conns)
+	case c.size < headerLen:
+		return fmt.Errorf("-size %d: want at least %d (the id and sequence header)", c.size, headerLen)
+	case c.size > 64<<20:
+		return fmt.Errorf("-size %d: want at most 64 MiB", c.size)
+	case c.warmup < 0:
+		return fmt.Errorf("-warmup %v: want 0 or more", c.warmup)
+	case c.duration <= 0:
+		return fmt.Errorf("-duration %v: want more than 0", c.duration)
+	case c.serverPID < 0:
+		return fmt.Errorf("-server-pid %d: want a PID", c.serverPID)
+	}
+	return nil
+}
+
+// result is what a run reports; it is printed as text or as one JSON
+// object.
+type result struct {
+	// The run: the flags it had, the window as it happened (seconds),
+	// requests completed in it, req/s and latency percentiles (µs).
+	Addr     string  `json:"addr"`
+	Conns    int     `json:"conns"`
+	Size     int     `json:"size"`
+	WarmupS  float64 `json:"warmup_s"`
+	WindowS  float64 `json:"window_s"` // measured window, as it happened
+	Requests uint64  `json:"requests"`
+	ReqPerS  float64 `json:"req_per_s"`
+	P50us    float64 `json:"p50_us"`
+	P99us    float64 `json:"p99_us"`
+
+	// Errors. DialErrors are connections that never connected; IOErrors
+	// connections that failed before the end of the run.
+	VerifyErrors     uint64 `json:"verify_errors"`
+	FirstVerifyError string `json:"first_verify_error,omitempty"`
+	DialErrors       int    `json:"dial_errors"`
+	IOErrors         int    `json:"io_errors"`
+	FirstError       string `json:"first_error,omitempty"`
+
+	// Server statistics over the window; zero (and -1 for the per-request
+	// ones) without -server-pid. ServerNote says what could not be read.
+	ServerPID         int     `json:"server_pid"`
+	ServerThreads     int     `json:"server_threads"`
+	ServerCPUns       int64   `json:"server_cpu_ns"`
+	ServerCPUCores    float64 `json:"server_cpu_cores"`
+	ServerCPUusPerReq float64 `json:"server_cpu_us_per_req"`
+	ReqPerServerCPUs  float64 `json:"req_per_server_cpu_s"`
+	Syscalls          int64   `json:"syscalls"`                // -1: not measured
+	SyscallsWindowS   float64 `json:"syscalls_window_s"`       // perf's counting window
+	SyscallsPerReq    float64 `json:"syscalls_per_req"`        // -1: not measured
+	SyscallsNote      string  `json:"syscalls_note,omitempty"` // why Syscalls is -1
+	CtxSwitches       int64   `json:"ctx_switches"`
+	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
+	ServerNote        string  `json:"server_note,omitempty"`
+
+	// The rest of the machine over the window, to tell a clean run from
+	// one that shared its CPUs: this process's CPU (cores), all CPUs busy
+	// (from /proc/stat, in cores) and what neither this process nor the
+	// server used (machine - client - server; near zero on an otherwise
+	// idle machine, but it includes perf and the kernel's softirq work for
+	// the loopback traffic that is charged to no task). -1: not measured.
+	ClientCPUCores  float64 `json:"client_cpu_cores"`
+	MachineCPUCores float64 `json:"machine_cpu_cores"`
+	OtherCPUCores   float64 `json:"other_cpu_cores"`
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func (r *result) writeText(w io.Writer) {
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	fmt.Fprintf(bw, "ringload: %s, %d conns, %d B messages, warm-up %.3gs, measured %.3fs\n",
+		r.Addr, r.Conns, r.Size, r.WarmupS, r.WindowS)
+	fmt.Fprintf(bw, "requests          %d\n", r.Requests)
+	fmt.Fprintf(bw, "req/s             %.0f\n", r.ReqPerS)
+	fmt.Fprintf(bw, "latency p50/p99   %.0f / %.0f µs\n", r.P50us, r.P99us)
+	fmt.Fprintf(bw, "client CPU        %.3f cores (machine busy %.3f cores, other %.3f)\n",
+		r.ClientCPUCores, r.MachineCPUCores, r.OtherCPUCores)
+	if r.ServerPID != 0 {
+		fmt.Fprintf(bw, "server            pid %d, %d threads\n", r.ServerPID, r.ServerThreads)
+		fmt.Fprintf(bw, "server CPU        %.3f cores, %.3f µs/request, %.0f requests per CPU-second\n",
+			r.ServerCPUCores, r.ServerCPUusPerReq, r.ReqPerServerCPUs)
+		if r.Syscalls >= 0 {
+			fmt.Fprintf(bw, "server syscalls   %.3f per request (%d in %.3fs)\n", r.SyscallsPerReq, r.Syscalls, r.SyscallsWindowS)
+		} else {
+			fmt.Fprintf(bw, "server syscalls   -1 (%s)\n", r.SyscallsNote)
+		}
+		fmt.Fprintf(bw, "server ctx sw     %.3f per request (%d)\n", r.CtxSwitchesPerReq, r.CtxSwitches)
+		if r.ServerNote != "" {
+			fmt.Fprintf(bw, "server note       %s\n", r.ServerNote)
+		}
+	}
+	fmt.Fprintf(bw, "verify errors     %d\n", r.VerifyErrors)
+	if r.FirstVerifyError != "" {
+		fmt.Fprintf(bw, "first verify err  %s\n", r.FirstVerifyError)
+	}
+	fmt.Fprintf(bw, "conn errors       %d dial, %d I/O\n", r.DialErrors, r.IOErrors)
+	if r.FirstError != "" {
+		fmt.Fprintf(bw, "first conn error  %s\n", r.FirstError)
+	}
+}
+
+// Phases of a run, as the workers see them.
+const (
+	phaseWarmup  int32 = iota
+	phaseMeasure       // requests completing now count
+	phaseTail          // load goes on, uncounted, until perf is done
+	phaseStop
+)
+
+// worker is one connection doing ping-pong. Its fields belong to its
+// goroutine until that goroutine ends.
+type worker struct {
+	id          uint64
+	conn        net.Conn
+	size        int
+	requests    uint64 // completed in the window
+	verifyErrs  uint64
+	firstVerify string
+	err         error // the I/O error that ended it early, if any
+	hist        histogram
+}
+
+func (w *worker) loop(phase *atomic.Int32) {
+	wbuf := make([]byte, w.size)
+	rbuf := make([]byte, w.size)
+	for i := headerLen; i < len(wbuf); i++ {
+		wbuf[i] = byte(w.id*131 + uint64(i)*7 + 1)
+	}
+	binary.LittleEndian.PutUint64(wbuf[0:8], w.id)
+	for seq := uint64(0); phase.Load() != phaseStop; seq++ {
+		binary.LittleEndian.PutUint64(wbuf[8:16], seq)
+		t0 := time.Now()
+		if _, err := w.conn.Write(wbuf); err != nil {
+			w.fail(phase, err)
+			return
+		}
+		if _, err := io.ReadFull(w.conn, rbuf); err != nil {
+			w.fail(phase, err)
+			return
+		}
+		lat := time.Since(t0)
+		if !bytes.Equal(wbuf, rbuf) {
+			w.verifyErrs++
+			if w.firstVerify == "" {
+				w.firstVerify = describeMismatch(w.id, seq, wbuf, rbuf)
+			}
+		}
+		if phase.Load() == phaseMeasure {
+			w.requests++
+			w.hist.add(lat)
+		}
+	}
+}
+
+// fail records err unless the run is over (then the error is the deadline
+// or close that ended it) or the run's own deadline ended the tail.
+func (w *worker) fail(phase *atomic.Int32, err error) {
+	switch phase.Load() {
+	case phaseStop:
+	case phaseTail:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			w.err = err
+		}
+	default:
+		w.err = err
+	}
+}
+
+func describeMismatch(id, seq uint64, want, got []byte) string {
+	gid := binary.LittleEndian.Uint64(got[0:8])
+	gseq := binary.LittleEndian.Uint64(got[8:16])
+	if gid != id || gseq != seq {
+		return fmt.Sprintf("conn %d seq %d: header says conn %d seq %d (misrouted or reordered)", id, seq, gid, gseq)
+	}
+	for i := range want {
+		if want[i] != got[i] {
+			return fmt.Sprintf("conn %d seq %d: byte %d is %#02x, sent %#02x", id, seq, i, got[i], want[i])
+		}
+	}
+	return fmt.Sprintf("conn %d seq %d: mismatch", id, seq)
+}
+
+// load runs one measurement against cfg.addr.
+func load(ctx context.Context, cfg config) (*result, error) {
+	res := &result{
+		Addr: cfg.addr, Conns: cfg.conns, Size: cfg.size, WarmupS: cfg.warmup.Seconds(),
+		ServerPID: cfg.serverPID, Syscalls: -1, SyscallsPerReq: -1,
+		ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, CtxSwitchesPerReq: -1,
+	}
+	if cfg.serverPID != 0 {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", cfg.serverPID)); err != nil {
+			return nil, fmt.Errorf("-server-pid %d: %w", cfg.serverPID, err)
+		}
+	}
+
+	// Connect everything first, at most 64 dials at a time.
+	workers := make([]*worker, cfg.conns)
+	var firstErr atomic.Pointer[string]
+	noteErr := func(err error) {
+		s := err.Error()
+		firstErr.CompareAndSwap(nil, &s)
+	}
+	var dialErrs atomic.Int32
+	var dwg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	d := net.Dialer{Timeout: cfg.dialTimeout}
+	for i := range workers {
+		dwg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; dwg.Done() }()
+			c, err := d.DialContext(ctx, "tcp", cfg.addr)
+			if err != nil {
+				dialErrs.Add(1)
+				noteErr(fmt.Errorf("dial: %w", err))
+				return
+			}
+			workers[i] = &worker{id: uint64(i), conn: c, size: cfg.size}
+		}()
+	}
+	dwg.Wait()
+	res.DialErrors = int(dialErrs.Load())
+	live := workers[:0]
+	for _, w := range workers {
+		if w != nil {
+			live = append(live, w)
+		}
+	}
+	workers = live
+	if len(workers) == 0 {
+		return nil, fmt.Errorf("all %d connections failed: %s", cfg.conns, *firstErr.Load())
+	}
+	closeAll := func() {
+		for _, w := range workers {
+			w.conn.Close()
+		}
+	}
+	defer closeAll()
+
+	// A deadline well past the end, so no worker outlives the run even if
+	// the server stops answering.
+	hard := time.Now().Add(cfg.warmup + cfg.duration + 10*time.Second)
+	for _, w := range workers {
+		w.conn.SetDeadline(hard)
+	}
+	var phase atomic.Int32
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(&phase)
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+
+	stopWorkers := func() {
+		phase.Store(phaseStop)
+		select {
+		case <-finished:
+			return
+		case <-time.After(time.Second):
+		}
+		// Unblock whoever waits on a reply that will not come.
+		past := time.Now().Add(-time.Second)
+		for _, w := range workers {
+			w.conn.SetDeadline(past)
+		}
+		select {
+		case <-finished:
+			return
+		case <-time.After(2 * time.Second):
+		}
+		closeAll()
+		<-finished
+	}
+
+	sleep := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-finished:
+			return false // every connection failed
+		}
+	}
+	if cfg.warmup > 0 && !sleep(cfg.warmup) {
+		stopWorkers()
+		return nil, windowAborted(ctx, workers, res, &firstErr)
+	}
+
+	// The window.
+	var perfc chan perfResult
+	var before procSample
+	var beforeErr error
+	perfCtx, cancelPerf := context.WithCancel(ctx)
+	defer cancelPerf()
+	if cfg.serverPID != 0 {
+		perfc = make(chan perfResult, 1)
+		go func() { perfc <- runPerf(perfCtx, cfg.perf, cfg.serverPID, cfg.duration) }()
+		before, beforeErr = sampleProc(cfg.serverPID)
+	}
+	selfBefore, selfBeforeErr := sampleProc(os.Getpid())
+	statBefore, statBeforeErr := readCPUStat()
+	phase.Store(phaseMeasure)
+	t0 := time.Now()
+	completed := sleep(cfg.duration)
+	var after procSample
+	var afterErr error
+	if cfg.serverPID != 0 {
+		after, afterErr = sampleProc(cfg.serverPID)
+	}
+	selfAfter, selfAfterErr := sampleProc(os.Getpid())
+	statAfter, statAfterErr := readCPUStat()
+	window := time.Since(t0)
+	phase.Store(phaseTail)
+	var pr perfResult
+	if perfc != nil {
+		if !completed {
+			// Every connection failed: there is no load to count.
+			cancelPerf()
+		}
+		// perf's window started when it had attached, a little after
+		// ours; keep the load on until it ends.
+		pr = <-perfc
+		if !completed && pr.err != nil {
+			pr.err = fmt.Errorf("window ended early (all connections failed): %w", pr.err)
+		}
+	}
+	stopWorkers()
+	if !completed && ctx.Err() != nil {
+		return nil, windowAborted(ctx, workers, res, &firstErr)
+	}
+
+	// Client side.
+	res.WindowS = window.Seconds()
+	var hist histogram
+	for _, w := range workers {
+		res.Requests += w.requests
+		res.VerifyErrors += w.verifyErrs
+		if res.FirstVerifyError == "" {
+			res.FirstVerifyError = w.firstVerify
+		}
+		if w.err != nil {
+			res.IOErrors++
+			noteErr(w.err)
+		}
+		hist.merge(&w.hist)
+	}
+	if p := firstErr.Load(); p != nil {
+		res.FirstError = *p
+	}
+	res.ReqPerS = float64(res.Requests) / window.Seconds()
+	res.P50us = float64(hist.quantile(0.50)) / 1e3
+	res.P99us = float64(hist.quantile(0.99)) / 1e3
+
+	// The machine.
+	res.ClientCPUCores, res.MachineCPUCores, res.OtherCPUCores = -1, -1, -1
+	if selfBeforeErr == nil && selfAfterErr == nil {
+		cpu, _, _ := selfAfter.since(selfBefore)
+		res.ClientCPUCores = float64(cpu) / float64(window.Nanoseconds())
+	}
+	if statBeforeErr == nil && statAfterErr == nil && statAfter.total > statBefore.total {
+		res.MachineCPUCores = float64(statAfter.ncpu) * float64(statAfter.busy-statBefore.busy) /
+			float64(statAfter.total-statBefore.total)
+	}
+
+	// Server side.
+	if cfg.serverPID == 0 {
+		if res.ClientCPUCores >= 0 && res.MachineCPUCores >= 0 {
+			res.OtherCPUCores = res.MachineCPUCores - res.ClientCPUCores
+		}
+		return res, nil
+	}
+	var notes []string
+	if beforeErr != nil || afterErr != nil {
+		notes = append(notes, fmt.Sprintf("reading /proc/%d: %v", cfg.serverPID, errors.Join(beforeErr, afterErr)))
+	} else {
+		cpu, ctxsw, gone := after.since(before)
+		res.ServerThreads = len(after.threads)
+		res.ServerCPUns = cpu
+		res.CtxSwitches = ctxsw
+		res.ServerCPUCores = float64(cpu) / float64(window.Nanoseconds())
+		if res.Requests > 0 {
+			res.ServerCPUusPerReq = float64(cpu) / 1e3 / float64(res.Requests)
+			res.CtxSwitchesPerReq = float64(ctxsw) / float64(res.Requests)
+		}
+		if cpu > 0 {
+			res.ReqPerServerCPUs = float64(res.Requests) / (float64(cpu) / 1e9)
+		}
+		if gone > 0 {
+			notes = append(notes, fmt.Sprintf("%d server threads exited during the window; their CPU time in it is missing", gone))
+		}
+	}
+	res.ServerNote = strings.Join(notes, "; ")
+	if res.ClientCPUCores >= 0 && res.MachineCPUCores >= 0 && res.ServerCPUns > 0 {
+		res.OtherCPUCores = res.MachineCPUCores - res.ClientCPUCores - res.ServerCPUCores
+	}
+
+	if pr.err != nil {
+		res.SyscallsNote = pr.err.Error()
+		return res, nil
+	}
+	res.Syscalls = pr.count
+	res.SyscallsWindowS = pr.window.Seconds()
+	if res.Requests > 0 {
+		// Rates: perf counted for its own window (as long as ours, under
+		// the same load, started once perf had attached).
+		res.SyscallsPerReq = (float64(pr.count) / pr.window.Seconds()) / res.ReqPerS
+	}
+	return res, nil
+}
+
+// windowAborted explains a run that ended before its window did.
+func windowAborted(ctx context.Context, workers []*worker, res *result, firstErr *atomic.Pointer[string]) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	for _, w := range workers {
+		if w.err != nil {
+			return fmt.Errorf("all %d connections failed before the window ended (%d dial errors); first: %v", res.Conns, res.DialErrors, w.err)
+		}
+	}
+	if p := firstErr.Load(); p != nil {
+		return fmt.Errorf("all connections ended before the window did; first error: %s", *p)
+	}
+	return errors.New("all connections ended before the window did")
+}
+
+// histogram counts latencies in nanoseconds in log-linear buckets: 32 per
+// power of two, so a bucket is at most 1/32 of its lower bound wide.
+// Latencies from 2^36 ns (about 69 s) up land in the last bucket.
+type histogram [histBuckets]uint64
+
+const (
+	histSubBits = 5
+	histSub     = 1 << histSubBits
+	histMaxBits = 36
+	histBuckets = (histMaxBits - histSubBits + 1) * histSub
+)
+
+func histBucket(v uint64) int {
+	if v < histSub {
+		return int(v)
+	}
+	e := bits.Len64(v) - histSubBits - 1
+	i := (e+1)*histSub + int((v>>e)&(histSub-1))
+	return min(i, histBuckets-1)
+}
+
+// histLow is the smallest value in bucket i; histWidth its width.
+func histLow(i int) uint64 {
+	if i < histSub {
+		return uint64(i)
+	}
+	e := i/histSub - 1
+	return uint64(histSub+i%histSub) << e
+}
+
+func histWidth(i int) uint64 {
+	if i < histSub {
+		return 1
+	}
+	return 1 << (i/histSub - 1)
+}
+
+func (h *histogram) add(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	h[histBucket(uint64(d))]++
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i, n := range o {
+		h[i] += n
+	}
+}
+
+// quantile returns quantile q (0 < q <= 1) in ns, interpolated linearly
+// within its bucket, or 0 if the histogram is empty.
+func (h *histogram) quantile(q float64) uint64 {
+	var total uint64
+	for _, n := range h {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(total)))
+	rank = max(rank, 1)
+	var seen uint64
+	for i, n := range h {
+		if seen+n >= rank {
+			// The rank-th value, taking the n in this bucket as spread
+			// evenly over it.
+			frac := (float64(rank-seen) - 0.5) / float64(n)
+			return histLow(i) + uint64(frac*float64(histWidth(i)))
+		}
+		seen += n
+	}
+	return histLow(histBuckets - 1)
+}
+
+// procSample is a process's per-thread CPU time and context switches.
+type procSample struct {
+	threads map[int]threadSample
+}
+
+type threadSample struct {
+	cpuNS int64 // schedstat, first field
+	ctxsw int64 // voluntary + nonvoluntary
+}
+
+// sampleProc reads /proc/PID/task/*/{schedstat,status}. Threads that exit
+// while it reads are skipped.
+func sampleProc(pid int) (procSample, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return procSample{}, err
+	}
+	s := procSample{threads: make(map[int]threadSample, len(ents))}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ts, err := readThread(dir + "/" + e.Name())
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				continue
+			}
+			return procSample{}, err
+		}
+		s.threads[tid] = ts
+	}
+	if len(s.threads) == 0 {
+		return procSample{}, fmt.Errorf("%s: no threads", dir)
+	}
+	return s, nil
+}
+
+func readThread(dir string) (threadSample, error) {
+	var ts threadSample
+	b, err := os.ReadFile(dir + "/schedstat")
+	if err != nil {
+		return ts, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ts, fmt.Errorf("%s/schedstat: empty", dir)
+	}
+	if ts.cpuNS, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+		return ts, fmt.Errorf("%s/schedstat: %w", dir, err)
+	}
+	b, err = os.ReadFile(dir + "/status")
+	if err != nil {
+		return ts, err
+	}
+	found := 0
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return ts, fmt.Errorf("%s/status: %s: %w", dir, k, err)
+		}
+		ts.ctxsw += n
+		found++
+	}
+	if found != 2 {
+		return ts, fmt.Errorf("%s/status: no context switch counts", dir)
+	}
+	return ts, nil
+}
+
+// since returns the CPU ns and context switches from b to s, thread by
+// thread (threads born since count from zero), and how many of b's threads
+// are gone.
+func (s procSample) since(b procSample) (cpuNS, ctxsw int64, gone int) {
+	for tid, t := range s.threads {
+		o := b.threads[tid]
+		cpuNS += t.cpuNS - o.cpuNS
+		ctxsw += t.ctxsw - o.ctxsw
+	}
+	for tid := range b.threads {
+		if _, ok := s.threads[tid]; !ok {
+			gone++
+		}
+	}
+	return cpuNS, ctxsw, gone
+}
+
+// cpuStat is the machine's CPU time from the "cpu" line of /proc/stat, in
+// clock ticks.
+type cpuStat struct {
+	busy, total uint64
+	ncpu        int
+}
+
+// readCPUStat reads /proc/stat; busy is everything but idle and iowait.
+func readCPUStat() (cpuStat, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuStat{}, err
+	}
+	var s cpuStat
+	found := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") {
+			continue
+		}
+		if f[0] != "cpu" {
+			s.ncpu++
+			continue
+		}
+		// user nice system idle iowait irq softirq steal (guest time is
+		// already in user and nice).
+		if len(f) < 9 {
+			return cpuStat{}, fmt.Errorf("/proc/stat: short cpu line %q", strings.TrimSpace(line))
+		}
+		for i := 1; i <= 8; i++ {
+			n, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return cpuStat{}, fmt.Errorf("/proc/stat: %w", err)
+			}
+			s.total += n
+			if i != 4 && i != 5 {
+				s.busy += n
+			}
+		}
+		found = true
+	}
+	if !found || s.ncpu == 0 {
+		return cpuStat{}, errors.New("/proc/stat: no cpu lines")
+	}
+	return s, nil
+}
+
+// perfResult is a syscall count from perf stat and the time it counted for
+// (the length of its sleep workload).
+type perfResult struct {
+	count  int64
+	window time.Duration
+	err    error
+}
+
+// runPerf counts pid's syscalls for d with perf stat. bin is the perf
+// binary, "" for perf from PATH. It gives up 15 s after d.
+func runPerf(ctx context.Context, bin string, pid int, d time.Duration) perfResult {
+	if bin == "" {
+		p, err := exec.LookPath("perf")
+		if err != nil {
+			return perfResult{err: fmt.Errorf("perf not found: %w", err)}
+		}
+		bin = p
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "stat", "-e", "raw_syscalls:sys_enter", "-x,",
+		"-p", strconv.Itoa(pid), "--", "sleep", strconv.FormatFloat(d.Seconds(), 'f', 3, 64))
+	// perf and its sleep get a process group of their own; on cancel the
+	// group gets SIGINT (perf waits for its workload, so the sleep has to
+	// end too). Should perf still not exit, it is killed 2 s later and its
+	// output pipe closed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = 2 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	if err := cmd.Run(); err != nil {
+		return perfResult{err: fmt.Errorf("perf stat: %v: %s", err, lastLine(stderr.String()))}
+	}
+	r := parsePerf(stderr.String())
+	r.window = d
+	return r
+}
+
+// parsePerf reads the count from the raw_syscalls:sys_enter line of perf
+// stat -x, output: count,unit,event,running-ns,percent,... (The running
+// time of a per-task event is the time its threads were on a CPU, not the
+// wall time counted over, so it is not used.)
+func parsePerf(out string) perfResult {
+	for line := range strings.Lines(out) {
+		f := strings.Split(strings.TrimSpace(line), ",")
+		if len(f) < 3 || f[2] != "raw_syscalls:sys_enter" {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return perfResult{err: fmt.Errorf("perf stat: count %q (is the tracepoint available? try as root, or lower kernel.perf_event_paranoid)", f[0])}
+		}
+		return perfResult{count: n}
+	}
+	return perfResult{err: fmt.Errorf("perf stat: no raw_syscalls:sys_enter line in output: %s", lastLine(out))}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoMode picks how the test server misbehaves.
+type echoMode int
+
+const (
+	echoGood    echoMode = iota
+	echoCorrupt          // flips the last byte of every chunk it echoes
+	echoStale            // always echoes the first message again
+	echoHangUp           // closes each connection after 20 messages
+)
+
+// startEcho starts a std net echo server on 127.0.0.1:0 for the test and
+// returns its address. msgSize is the message size echoStale and
+// echoHangUp work in.
+func startEcho(t *testing.T, mode echoMode, msgSize int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = struct{}{}
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				serveTestConn(c, mode, msgSize)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func serveTestConn(c net.Conn, mode echoMode, msgSize int) {
+	switch mode {
+	case echoGood, echoCorrupt:
+		buf := make([]byte, 4096)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if mode == echoCorrupt {
+					buf[n-1] ^= 0xff
+				}
+				if _, err := c.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	case echoStale, echoHangUp:
+		first := make([]byte, msgSize)
+		buf := make([]byte, msgSize)
+		for i := 0; ; i++ {
+			if mode == echoHangUp && i == 20 {
+				return
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if i == 0 {
+				copy(first, buf)
+			}
+			out := buf
+			if mode == echoStale {
+				out = first
+			}
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func testConfig(addr string) config {
+	return config{
+		addr:        addr,
+		conns:       4,
+		size:        1024,
+		warmup:      200 * time.Millisecond,
+		duration:    800 * time.Millisecond,
+		dialTimeout: 5 * time.Second,
+	}
+}
+
+// TestLoad runs the generator for about a second against a good echo
+// server in this process, measuring this process as the server.
+func TestLoad(t *testing.T) {
+	addr := startEcho(t, echoGood, 0)
+	cfg := testConfig(addr)
+	cfg.serverPID = os.Getpid()
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", *res)
+	if res.Requests == 0 {
+		t.Error("no requests completed")
+	}
+	if res.VerifyErrors != 0 {
+		t.Errorf("%d verify errors: %s", res.VerifyErrors, res.FirstVerifyError)
+	}
+	if res.DialErrors != 0 || res.IOErrors != 0 {
+		t.Errorf("conn errors: %d dial, %d I/O: %s", res.DialErrors, res.IOErrors, res.FirstError)
+	}
+	if res.P50us <= 0 || res.P99us < res.P50us {
+		t.Errorf("latency p50 %v µs, p99 %v µs", res.P50us, res.P99us)
+	}
+	if res.WindowS < 0.8 {
+		t.Errorf("window %vs, want at least 0.8s", res.WindowS)
+	}
+	// The server runs in this process, so this process used CPU for it.
+	if res.ServerCPUns <= 0 || res.ServerCPUusPerReq <= 0 || res.ReqPerServerCPUs <= 0 || res.ServerThreads == 0 {
+		t.Errorf("server CPU not measured: %d ns, %v µs/req, %d threads, note %q",
+			res.ServerCPUns, res.ServerCPUusPerReq, res.ServerThreads, res.ServerNote)
+	}
+	if res.ClientCPUCores <= 0 || res.MachineCPUCores <= 0 {
+		t.Errorf("client CPU %v cores, machine %v cores", res.ClientCPUCores, res.MachineCPUCores)
+	}
+	if res.CtxSwitches < 0 || res.CtxSwitchesPerReq < 0 {
+		t.Errorf("context switches %d, %v per request", res.CtxSwitches, res.CtxSwitchesPerReq)
+	}
+	switch {
+	case res.Syscalls == -1:
+		if res.SyscallsNote == "" || res.SyscallsPerReq != -1 {
+			t.Errorf("syscalls -1 with per request %v, note %q", res.SyscallsPerReq, res.SyscallsNote)
+		}
+		t.Logf("syscalls not measured: %s", res.SyscallsNote)
+	case res.Syscalls <= 0 || res.SyscallsPerReq <= 0:
+		t.Errorf("syscalls %d, %v per request", res.Syscalls, res.SyscallsPerReq)
+	}
+}
+
+// TestLoadDetectsCorruption: a server that flips a byte is caught.
+func TestLoadDetectsCorruption(t *testing.T) {
+	addr := startEcho(t, echoCorrupt, 0)
+	res, err := load(context.Background(), testConfig(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VerifyErrors == 0 {
+		t.Fatalf("corrupting server not detected: %+v", *res)
+	}
+	if !strings.Contains(res.FirstVerifyError, "byte") {
+		t.Errorf("first verify error %q, want the byte that differs", res.FirstVerifyError)
+	}
+}
+
+// TestLoadDetectsStaleEcho: a server that sends back an earlier message is
+// caught by the sequence number in the header.
+func TestLoadDetectsStaleEcho(t *testing.T) {
+	cfg := testConfig(startEcho(t, echoStale, 1024))
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VerifyErrors == 0 || !strings.Contains(res.FirstVerifyError, "reordered") {
+		t.Fatalf("stale echoes not detected: %d errors, first %q", res.VerifyErrors, res.FirstVerifyError)
+	}
+}
+
+// TestLoadServerHangsUp: connections the server closes are counted as
+// errors; the run still ends and reports.
+func TestLoadServerHangsUp(t *testing.T) {
+	cfg := testConfig(startEcho(t, echoHangUp, 1024))
+	cfg.warmup = 0
+	cfg.serverPID = os.Getpid()
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IOErrors != cfg.conns || res.FirstError == "" {
+		t.Errorf("I/O errors %d (first %q), want %d", res.IOErrors, res.FirstError, cfg.conns)
+	}
+	if res.VerifyErrors != 0 {
+		t.Errorf("%d verify errors", res.VerifyErrors)
+	}
+}
+
+func TestLoadDialFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = load(context.Background(), testConfig(addr))
+	if err == nil || !strings.Contains(err.Error(), "connections failed") {
+		t.Fatalf("load against a closed port: %v", err)
+	}
+}
+
+// TestRunJSON goes through the flags and checks the JSON and exit status.
+func TestRunJSON(t *testing.T) {
+	addr := startEcho(t, echoGood, 0)
+	var out, errb bytes.Buffer
+	code := run([]string{"-addr", addr, "-conns", "2", "-warmup", "0s", "-duration", "300ms", "-json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var res result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if res.Requests == 0 || res.Conns != 2 || res.Size != 1024 || res.VerifyErrors != 0 {
+		t.Errorf("result %+v", res)
+	}
+	if res.Syscalls != -1 || res.ServerCPUusPerReq != -1 {
+		t.Errorf("without -server-pid: syscalls %d, CPU µs/req %v; want -1", res.Syscalls, res.ServerCPUusPerReq)
+	}
+}
+
+func TestRunTextAndVerifyExit(t *testing.T) {
+	addr := startEcho(t, echoCorrupt, 0)
+	var out, errb bytes.Buffer
+	code := run([]string{"-addr", addr, "-conns", "2", "-warmup", "0s", "-duration", "200ms"}, &out, &errb)
+	if code != 1 {
+		t.Errorf("exit %d against a corrupting server, want 1", code)
+	}
+	if !strings.Contains(out.String(), "verify errors") || !strings.Contains(errb.String(), "failed verification") {
+		t.Errorf("output:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-size", "8"},
+		{"-conns", "0"},
+		{"-duration", "0s"},
+		{"-warmup", "-1s"},
+		{"-server-pid", "-2"},
+		{"-serve-std", "-buf", "100"},
+		{"-nosuchflag"},
+		{"extra"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"-addr", "127.0.0.1:1"}, args...), &out, &errb); code != 2 {
+			t.Errorf("run(%q) exit %d, want 2 (stderr %q)", args, code, errb.String())
+		}
+	}
+}
+
+// TestServeStd loads the reference server, then stops it through its
+// context.
+func TestServeStd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveStdEcho(ctx, "127.0.0.1:0", 1024, func(a net.Addr) { addrc <- a })
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serveStdEcho: %v", err)
+	}
+	cfg := testConfig(addr.String())
+	cfg.warmup, cfg.duration = 0, 300*time.Millisecond
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests == 0 || res.VerifyErrors != 0 || res.IOErrors != 0 {
+		t.Errorf("against serveStdEcho: %+v", *res)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serveStdEcho after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serveStdEcho did not return after cancel")
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	for _, v := range []uint64{0, 1, 31, 32, 33, 63, 64, 65, 1000, 123456, 1 << 30, 1<<36 - 1} {
+		i := histBucket(v)
+		if lo, w := histLow(i), histWidth(i); v < lo || v >= lo+w {
+			t.Errorf("value %d in bucket %d = [%d, %d)", v, i, lo, lo+w)
+		}
+	}
+	if i := histBucket(1 << 40); i != histBuckets-1 {
+		t.Errorf("2^40 in bucket %d, want the last, %d", i, histBuckets-1)
+	}
+	var h histogram
+	if h.quantile(0.5) != 0 {
+		t.Error("quantile of an empty histogram")
+	}
+	// 1..1000 µs, evenly.
+	for us := 1; us <= 1000; us++ {
+		h.add(time.Duration(us) * time.Microsecond)
+	}
+	var o histogram
+	o.merge(&h)
+	for _, c := range []struct {
+		q    float64
+		want float64
+	}{{0.5, 500e3}, {0.99, 990e3}, {1, 1000e3}} {
+		got := float64(o.quantile(c.q))
+		if got < c.want*0.985 || got > c.want*1.015 {
+			t.Errorf("quantile(%v) = %v ns, want %v ± 1.5%%", c.q, got, c.want)
+		}
+	}
+	// One value: every quantile lies in its bucket.
+	var one histogram
+	one.add(100 * time.Microsecond)
+	i := histBucket(100e3)
+	for _, q := range []float64{0.01, 0.5, 1} {
+		if got := one.quantile(q); got < histLow(i) || got >= histLow(i)+histWidth(i) {
+			t.Errorf("one value: quantile(%v) = %d, outside its bucket [%d, %d)", q, got, histLow(i), histLow(i)+histWidth(i))
+		}
+	}
+}
+
+func TestParsePerf(t *testing.T) {
+	r := parsePerf("\n2057361,,raw_syscalls:sys_enter,1001027674,100.00,,\n")
+	if r.err != nil || r.count != 2057361 {
+		t.Errorf("parsePerf: %+v", r)
+	}
+	for _, out := range []string{
+		"<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n",
+		"<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n",
+		"event syntax error: 'raw_syscalls:sys_enter'\n",
+		"",
+	} {
+		if r := parsePerf(out); r.err == nil {
+			t.Errorf("parsePerf(%q) = %+v, want an error", out, r)
+		}
+	}
+}
+
+func TestSampleProc(t *testing.T) {
+	s, err := sampleProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.threads) == 0 {
+		t.Fatal("no threads")
+	}
+	cpu, ctxsw, gone := s.since(procSample{})
+	if cpu <= 0 || ctxsw < 0 || gone != 0 {
+		t.Errorf("since zero: cpu %d, ctxsw %d, gone %d", cpu, ctxsw, gone)
+	}
+	if _, err := sampleProc(1 << 30); err == nil {
+		t.Error("sampleProc of a PID that cannot exist succeeded")
+	}
+}
+
+func TestReadCPUStat(t *testing.T) {
+	s, err := readCPUStat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ncpu < 1 || s.total == 0 || s.busy > s.total {
+		t.Errorf("readCPUStat: %+v", s)
+	}
+}
+
+func TestRunPerfMissing(t *testing.T) {
+	r := runPerf(context.Background(), "/nonexistent/perf", os.Getpid(), 10*time.Millisecond)
+	if r.err == nil {
+		t.Fatalf("runPerf with a missing binary: %+v", r)
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// serveStdEcho runs the reference server: std net, one goroutine per
+// connection, each echoing with a plain Read/Write loop through a buffer of
+// bufSize bytes (not io.Copy, which would splice between the sockets).
+// TCP_NODELAY is net's default. ready, if set, is told the address once the
+// server listens. It returns nil when ctx ends, after closing the listener
+// and giving open connections 2 s to hang up before closing them.
+func serveStdEcho(ctx context.Context, addr string, bufSize int, ready func(net.Addr)) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+		wg    sync.WaitGroup
+	)
+	var acceptErr error
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+				errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+				// Out of descriptors or memory for now: back off, as
+				// net/http does, rather than spin or give up.
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
+			acceptErr = err
+			ln.Close()
+			break
+		}
+		mu.Lock()
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			echoConn(c, bufSize)
+			c.Close()
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+		}()
+	}
+
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(2 * time.Second):
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		<-finished
+	}
+	return acceptErr
+}
+
+// echoConn writes back everything it reads until the peer hangs up or an
+// error.
+func echoConn(c net.Conn, bufSize int) {
+	buf := make([]byte, bufSize)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
