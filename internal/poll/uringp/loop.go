@@ -98,7 +98,15 @@ func (l *loop) run(started chan<- error) {
 		}
 		l.replenish()
 		l.submitOrWait()
-		l.reap()
+		if l.reap() {
+			// Readers and handlers this batch woke may be runnable on
+			// our P: let them run now and queue their replies, so the
+			// next enter submits those and collects new completions in
+			// one call. Without this, with GOMAXPROCS=1, the loop kept
+			// entering for each trickle of deferred completions while
+			// the handlers waited: 0.6 extra enters per request.
+			runtime.Gosched()
+		}
 		l.expire()
 	}
 	l.teardownRing()
@@ -318,8 +326,9 @@ func (l *loop) submitOrWait() {
 	l.sleeping.Store(false)
 }
 
-// reap takes every completion and dispatches it.
-func (l *loop) reap() {
+// reap takes every completion and dispatches it. It reports whether it
+// woke readers.
+func (l *loop) reap() (woke bool) {
 	for {
 		n := l.ring.PeekCQE(l.cqes[:])
 		if l.send != nil {
@@ -336,12 +345,14 @@ func (l *loop) reap() {
 			break
 		}
 	}
+	woke = len(l.notify) > 0
 	for i, c := range l.notify {
 		c.notified = false
 		c.fd.InputReady()
 		l.notify[i] = nil
 	}
 	l.notify = l.notify[:0]
+	return woke
 }
 
 func (l *loop) dispatch(cqe *uring.CQE) {
