@@ -525,15 +525,7 @@ func TestStressManyConns(t *testing.T) {
 				close(allOpen)
 				tsWait(t, "2000 connections to finish", done.Wait)
 				close(errs)
-				k := 0
-				for err := range errs {
-					if k++; k <= 10 {
-						t.Error(err)
-					}
-				}
-				if k > 10 {
-					t.Errorf("... and %d more errors", k-10)
-				}
+				tsReportErrors(t, errs)
 				tsEventually(t, "the server to close every connection", func() bool { return srv.live() == 0 })
 			})
 		}
@@ -563,9 +555,28 @@ func tsManyOpen(e Engine, addr string, i int, sem chan struct{}) (net.Conn, erro
 	return c, nil
 }
 
+// tsReportErrors reports the errors of a closed channel, the first ten in
+// full.
+func tsReportErrors(t *testing.T, errs <-chan error) {
+	t.Helper()
+	k := 0
+	for err := range errs {
+		if k++; k <= 10 {
+			t.Error(err)
+		}
+	}
+	if k > 10 {
+		t.Errorf("... and %d more errors", k-10)
+	}
+}
+
 // tsEchoOnce sends msg on c and reads it back.
-func tsEchoOnce(c net.Conn, msg string) error {
-	c.SetDeadline(time.Now().Add(2 * tsTimeout))
+func tsEchoOnce(c net.Conn, msg string) error { return tsEchoWithin(c, msg, 2*tsTimeout) }
+
+// tsEchoWithin sends msg on c and reads it back within d; the deadline
+// stays set.
+func tsEchoWithin(c net.Conn, msg string, d time.Duration) error {
+	c.SetDeadline(time.Now().Add(d))
 	if _, err := io.WriteString(c, msg); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}

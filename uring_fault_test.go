@@ -223,19 +223,8 @@ func TestUringBufferRingOneBufferPerConn(t *testing.T) {
 
 // ufEchoWithin is tsEchoOnce bounded by d.
 func ufEchoWithin(c net.Conn, msg string, d time.Duration) error {
-	c.SetDeadline(time.Now().Add(d))
 	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, msg); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(c, got); err != nil {
-		return fmt.Errorf("read echo: %w", err)
-	}
-	if string(got) != msg {
-		return fmt.Errorf("echo %q, want %q", got, msg)
-	}
-	return nil
+	return tsEchoWithin(c, msg, d)
 }
 
 // TestUringTinyCQ runs 1000 connections at once through an engine whose
@@ -299,15 +288,7 @@ func TestUringTinyCQ(t *testing.T) {
 			close(start)
 			tsWait(t, "the round trips", wg.Wait)
 			close(errs)
-			k := 0
-			for err := range errs {
-				if k++; k <= 10 {
-					t.Error(err)
-				}
-			}
-			if k > 10 {
-				t.Errorf("... and %d more errors", k-10)
-			}
+			tsReportErrors(t, errs)
 			for _, c := range cs {
 				c.Close()
 			}
