@@ -28,6 +28,7 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		BufferSize:   k.ring.bufferSize,
 		SQThreadIdle: k.ring.sqIdle,
 		SQThreadCPU:  k.ring.sqCPU,
+		NoRecvLimit:  k.ring.noRecvLimit,
 	})
 }
 

@@ -45,6 +45,7 @@ type ringTuning struct {
 	buffers, bufferSize  int
 	sqIdle               time.Duration
 	sqCPU                int // 1 + CPU; 0: not pinned
+	noRecvLimit          bool
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -212,6 +213,12 @@ func WithSQPollCPU(cpu int) Option {
 		}
 		c.ring.sqCPU = cpu + 1
 	}
+}
+
+// withoutRecvLimit makes io_uring loops pause input by cancelling the
+// multishot recv, as on kernels without a recv byte limit (tests).
+func withoutRecvLimit() Option {
+	return func(c *config) { c.ring.noRecvLimit = true }
 }
 
 // withRingEntries sizes the io_uring submission and completion queues

@@ -859,3 +859,36 @@ func ufFDOpen(fd int) bool {
 	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 	return err == nil
 }
+
+// TestUringPauseByCancel runs input backpressure the way kernels without a
+// multishot recv byte limit need it (before Linux 6.16 or so): at the
+// high-water mark the loop cancels the recv and re-arms it on Resume. A
+// slow reader must still get every byte in order, input must have paused
+// (the recv re-armed after each cancel), and every buffer must come back.
+func TestUringPauseByCancel(t *testing.T) {
+	ufNeedUring(t)
+	data := tsRandom(11, 8<<20)
+	for _, e := range ufProactors {
+		for _, style := range tsStyles {
+			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
+				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithLoops(1))
+				srv := tsServe(t, ln, style, ufSlowEchoConn, ufSlowEchoHandler)
+				before := ufStats(ln)
+				c := tsDialStd(t, "tcp", ln.Addr().String())
+				if err := tsBulkRoundTrip(c, data, 1); err != nil {
+					t.Fatalf("bulk round trip with pausing by cancel: %v", err)
+				}
+				c.Close()
+				tsEventually(t, "the server to close the connection", func() bool { return srv.live() == 0 })
+				ufBuffersBack(t, ln)
+				s := ufStats(ln)
+				if s.Rearms == before.Rearms {
+					t.Errorf("the recv was never re-armed: input never paused at the 64 KiB mark (%v)", s)
+				}
+				if got := s.BytesIn - before.BytesIn; got != uint64(len(data)) {
+					t.Errorf("the loop received %d bytes, want %d", got, len(data))
+				}
+			})
+		}
+	}
+}

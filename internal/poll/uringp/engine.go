@@ -65,6 +65,10 @@ type Tuning struct {
 	// SendRings is the number of send rings (uring-sqpoll; default
 	// GOMAXPROCS).
 	SendRings int
+	// NoRecvLimit arms multishot recvs without a byte limit, as on a
+	// kernel that lacks it: input backpressure then cancels the recv
+	// (tests use it to exercise that path).
+	NoRecvLimit bool
 }
 
 func (t Tuning) withDefaults() Tuning {

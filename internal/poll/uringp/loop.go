@@ -75,7 +75,7 @@ type loop struct {
 }
 
 func newLoop(m Mode, t Tuning) *loop {
-	return &loop{mode: m, tuning: t, evfd: -1, draining: map[*conn]time.Time{}}
+	return &loop{mode: m, tuning: t, evfd: -1, draining: map[*conn]time.Time{}, noRecvLimit: t.NoRecvLimit}
 }
 
 // run is the loop goroutine. It locks itself to its thread for good: the
