@@ -18,12 +18,15 @@
 # on an otherwise idle machine; when it is not, other work shared the CPUs
 # and the run is noisy.
 #
-# Servers: "std" (ringload -serve-std: std net, goroutine per connection)
-# and "ringecho -engine E -api $API" for each E in $ENGINES.
+# Servers: "std" (ringload -serve-std: std net, goroutine per connection),
+# "ringecho -engine E -api $API" for each E in $ENGINES, and with C_URING=1
+# "c-liburing" (bench/c/uring_echo.c, the reference C liburing server of
+# BASELINE.md; needs gcc and liburing-dev).
 #
 # Environment (defaults):
 #   ENGINES=epoll        ringecho engines to run besides std
 #   STD=1                include the std net server (0: leave it out)
+#   C_URING=0            1: include the C liburing reference server
 #   API=handler          ringecho -api (handler or conn)
 #   LOOPS=               ringecho -loops (empty: the library default)
 #   REPEATS=3            rounds
@@ -43,6 +46,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ENGINES="${ENGINES:-epoll}"
 STD="${STD:-1}"
+C_URING="${C_URING:-0}"
 API="${API:-handler}"
 LOOPS="${LOOPS:-}"
 REPEATS="${REPEATS:-3}"
@@ -80,6 +84,7 @@ SERVERS=()
 for e in $ENGINES; do
 	SERVERS+=("$e")
 done
+[[ $C_URING == 1 ]] && SERVERS+=(c-liburing)
 ((${#SERVERS[@]} > 0)) || die "no servers to run"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ringpoll-echo.XXXXXX")"
@@ -106,6 +111,10 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 go build -o "$WORK/ringload" ./cmd/ringload || die "building cmd/ringload failed"
 go build -o "$WORK/ringecho" ./cmd/ringecho ||
 	die "building cmd/ringecho failed (it needs the root package; if someone is mid-edit, retry in a minute)"
+if [[ $C_URING == 1 ]]; then
+	cc -O2 -Wall -o "$WORK/uring_echo" bench/c/uring_echo.c -luring ||
+		die "building bench/c/uring_echo.c failed: it needs gcc and liburing-dev (apt-get install liburing-dev)"
+fi
 
 # --- placement -----------------------------------------------------------
 
@@ -151,7 +160,7 @@ next_port() {
 
 server_label() {
 	case $1 in
-	std) echo "std" ;;
+	std | c-liburing) echo "$1" ;;
 	*) echo "$1/$API" ;;
 	esac
 }
@@ -162,6 +171,8 @@ start_server() {
 	local cmd
 	if [[ $name == std ]]; then
 		cmd=("$WORK/ringload" -serve-std -addr "127.0.0.1:$port")
+	elif [[ $name == c-liburing ]]; then
+		cmd=("$WORK/uring_echo" "$port")
 	else
 		cmd=("$WORK/ringecho" -addr "127.0.0.1:$port" -engine "$name" -api "$API")
 		[[ -n $LOOPS ]] && cmd+=(-loops "$LOOPS")
@@ -242,7 +253,7 @@ run_one() {
 	fi
 	local comm
 	comm="$(cat "/proc/$SERVER_PID/comm" 2>/dev/null || true)"
-	[[ $comm == ringload || $comm == ringecho ]] ||
+	[[ $comm == ringload || $comm == ringecho || $comm == uring_echo ]] ||
 		echo "echo.sh: warning: PID $SERVER_PID is '$comm', not the server" >&2
 
 	taskset -c "$CLIENT_CPUS" timeout --kill-after=5 "$timeout_s" \
