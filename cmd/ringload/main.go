@@ -1,23 +1,39 @@
-// Command ringload is an out-of-process load generator for echo servers: a
-// strict ping-pong over TCP that measures throughput and latency at the
-// client and, given the server's PID, the server's CPU time, syscalls and
-// context switches per request. It is the measurement BASELINE.md describes
-// (1 KiB messages, server and generator pinned to different CPUs).
+// Command ringload is an out-of-process load generator for echo servers
+// over TCP. It measures throughput and latency at the client and, given the
+// server's PID, the server's CPU time, syscalls and context switches per
+// request. It is the measurement BASELINE.md describes (1 KiB messages,
+// server and generator pinned to different CPUs), and the load ringbench
+// runs.
 //
 //	taskset -c 0 ringecho -addr 127.0.0.1:7001 -engine epoll &
 //	taskset -c 1 ringload -addr 127.0.0.1:7001 -server-pid $! [-conns 100] [-size 1024] [-warmup 2s] [-duration 10s] [-json]
 //
-// Each of -conns connections runs on its own goroutine with std net: it
-// writes -size bytes, reads exactly -size bytes back and checks they are the
-// bytes it sent. The first 16 bytes of every message hold the connection id
-// and a sequence number (little-endian uint64s), so an echo that went to the
-// wrong connection, came back out of order or was corrupted counts as a
-// verify error. Verify errors are counted during warm-up and measurement
-// alike.
+// Each of -conns connections runs on its own goroutine with std net. With
+// -depth 1 (the default) it does strict ping-pong: it writes one message,
+// reads the reply and checks it is the bytes it sent. With -depth N it
+// pipelines: it writes N messages in one write, then reads the N replies
+// (each message's latency is then its batch's round trip). The payload of
+// every message starts with the connection id and a sequence number
+// (little-endian uint64s), so an echo that went to the wrong connection,
+// came back out of order or was corrupted counts as a verify error. Verify
+// errors are counted during warm-up and measurement alike.
 //
-// After -warmup the generator measures for -duration: requests completed,
-// req/s and latency p50/p99 (from a log-bucket histogram, within about 3%).
-// With -server-pid it also reports, over the same window:
+// -proto echo (the default) sends raw -size byte messages; -proto rpc frames
+// each -size byte payload with a 4-byte big-endian length
+// (internal/rpcframe), netpoll-benchmark's RPC rules.
+//
+// -rate R caps the offered load at R requests per second over all
+// connections: each connection sends a batch on a fixed schedule, the
+// schedules spread evenly, and a batch that is late does not move the
+// schedule (so the rate holds on average). Latency is measured from the
+// actual send. At a fixed rate, servers are compared on the CPU and
+// syscalls they spend per request rather than on how fast the one-core load
+// generator goes.
+//
+// After -warmup the generator measures for -duration (or until -requests
+// requests, whichever comes first): requests completed, req/s and latency
+// p50, p99, p99.9, p99.99 and max (internal/hdr, within about 3%). With
+// -server-pid it also reports, over the same window:
 //
 //   - server CPU: the sum over every thread of /proc/PID/task/*/schedstat
 //     (first field, ns of CPU time), read at the start and end of the window;
@@ -42,10 +58,11 @@
 // is 1 if any echo failed verification or no request completed, 2 for bad
 // flags, 0 otherwise.
 //
-// With -serve-std the binary instead runs the reference server: a std net
-// echo server with one goroutine per connection, until SIGINT or SIGTERM:
+// With -serve-std the binary instead runs the reference server: std net
+// with one goroutine per connection (echo, or rpc with -proto rpc), until
+// SIGINT or SIGTERM:
 //
-//	taskset -c 0 ringload -serve-std -addr 127.0.0.1:7001
+//	taskset -c 0 ringload -serve-std -addr 127.0.0.1:7001 [-proto rpc]
 package main
 
 import (
@@ -59,7 +76,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/bits"
 	"net"
 	"os"
 	"os/exec"
@@ -70,6 +86,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/hdr"
+	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
 func main() {
@@ -80,7 +99,11 @@ func main() {
 type config struct {
 	addr        string
 	conns       int
-	size        int
+	size        int    // payload bytes per message
+	proto       string // "echo" or "rpc"
+	depth       int    // messages in flight per connection (1: ping-pong)
+	rate        float64
+	requests    uint64 // end the window after this many requests (0: no limit)
 	warmup      time.Duration
 	duration    time.Duration
 	serverPID   int           // 0: no server statistics
@@ -89,8 +112,16 @@ type config struct {
 }
 
 // headerLen is the connection id and sequence number at the start of every
-// message.
+// message's payload.
 const headerLen = 16
+
+// wireLen is the bytes one message takes on the wire.
+func (c config) wireLen() int {
+	if c.proto == "rpc" {
+		return rpcframe.HeaderLen + c.size
+	}
+	return c.size
+}
 
 // run is main without the exit: it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -98,12 +129,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:7000", "server address (host:port)")
 	conns := fs.Int("conns", 100, "connections, each a goroutine doing strict ping-pong")
-	size := fs.Int("size", 1024, "message size in bytes (at least 16)")
+	size := fs.Int("size", 1024, "message size in bytes (at least 16; with -proto rpc, the payload after the 4-byte length)")
+	proto := fs.String("proto", "echo", "echo (raw bytes echoed) or rpc (4-byte big-endian length, then the payload; see internal/rpcframe)")
+	depth := fs.Int("depth", 1, "messages in flight per connection: 1 is strict ping-pong; more pipelines: write that many, then read their replies")
+	rate := fs.Float64("rate", 0, "offered load in requests/s over all connections (0: as fast as replies come)")
+	requests := fs.Uint64("requests", 0, "end the measurement window after this many requests (0: run for -duration; -duration still bounds it)")
 	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring")
 	duration := fs.Duration("duration", 10*time.Second, "measurement window")
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
-	serveStd := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
+	serveStdFlag := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
 	bufSize := fs.Int("buf", 16<<10, "with -serve-std: read buffer per connection, 1 KiB to 64 KiB")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -118,13 +153,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	if *serveStd {
+	if *serveStdFlag {
 		if *bufSize < 1<<10 || *bufSize > 64<<10 {
 			fmt.Fprintf(stderr, "ringload: -buf %d: want 1024 to 65536\n", *bufSize)
 			return 2
 		}
-		if err := serveStdEcho(ctx, *addr, *bufSize, func(a net.Addr) {
-			fmt.Fprintf(stderr, "ringload: std net echo server listening on %s (buffer %d B)\n", a, *bufSize)
+		if *proto != "echo" && *proto != "rpc" {
+			fmt.Fprintf(stderr, "ringload: -proto %q: want echo or rpc\n", *proto)
+			return 2
+		}
+		if err := serveStd(ctx, *addr, *proto, *bufSize, func(a net.Addr) {
+			fmt.Fprintf(stderr, "ringload: std net %s server listening on %s (buffer %d B)\n", *proto, a, *bufSize)
 		}); err != nil {
 			fmt.Fprintln(stderr, "ringload:", err)
 			return 1
@@ -136,6 +175,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		addr:        *addr,
 		conns:       *conns,
 		size:        *size,
+		proto:       *proto,
+		depth:       *depth,
+		rate:        *rate,
+		requests:    *requests,
 		warmup:      *warmup,
 		duration:    *duration,
 		serverPID:   *serverPID,
@@ -180,6 +223,16 @@ func (c config) check() error {
 		return fmt.Errorf("-size %d: want at least %d (the id and sequence header)", c.size, headerLen)
 	case c.size > 64<<20:
 		return fmt.Errorf("-size %d: want at most 64 MiB", c.size)
+	case c.proto != "echo" && c.proto != "rpc":
+		return fmt.Errorf("-proto %q: want echo or rpc", c.proto)
+	case c.proto == "rpc" && c.size > rpcframe.MaxPayload:
+		return fmt.Errorf("-size %d: the rpc payload is at most %d", c.size, rpcframe.MaxPayload)
+	case c.depth < 1 || c.depth > 1024:
+		return fmt.Errorf("-depth %d: want 1 to 1024", c.depth)
+	case c.depth*c.wireLen() > 64<<20:
+		return fmt.Errorf("-depth %d x %d B: want at most 64 MiB in flight per connection", c.depth, c.wireLen())
+	case c.rate < 0 || math.IsNaN(c.rate) || math.IsInf(c.rate, 0):
+		return fmt.Errorf("-rate %v: want 0 (no cap) or a request rate", c.rate)
 	case c.warmup < 0:
 		return fmt.Errorf("-warmup %v: want 0 or more", c.warmup)
 	case c.duration <= 0:
@@ -195,15 +248,21 @@ func (c config) check() error {
 type result struct {
 	// The run: the flags it had, the window as it happened (seconds),
 	// requests completed in it, req/s and latency percentiles (µs).
-	Addr     string  `json:"addr"`
-	Conns    int     `json:"conns"`
-	Size     int     `json:"size"`
-	WarmupS  float64 `json:"warmup_s"`
-	WindowS  float64 `json:"window_s"` // measured window, as it happened
-	Requests uint64  `json:"requests"`
-	ReqPerS  float64 `json:"req_per_s"`
-	P50us    float64 `json:"p50_us"`
-	P99us    float64 `json:"p99_us"`
+	Addr        string  `json:"addr"`
+	Conns       int     `json:"conns"`
+	Size        int     `json:"size"`
+	Proto       string  `json:"proto"`
+	Depth       int     `json:"depth"`
+	OfferedRate float64 `json:"offered_rate"` // -rate; 0: no cap
+	WarmupS     float64 `json:"warmup_s"`
+	WindowS     float64 `json:"window_s"` // measured window, as it happened
+	Requests    uint64  `json:"requests"`
+	ReqPerS     float64 `json:"req_per_s"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	P999us      float64 `json:"p999_us"`
+	P9999us     float64 `json:"p9999_us"`
+	MaxUs       float64 `json:"max_us"`
 
 	// Errors. DialErrors are connections that never connected; IOErrors
 	// connections that failed before the end of the run.
@@ -250,11 +309,16 @@ func orNone(s string) string {
 func (r *result) writeText(w io.Writer) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
-	fmt.Fprintf(bw, "ringload: %s, %d conns, %d B messages, warm-up %.3gs, measured %.3fs\n",
-		r.Addr, r.Conns, r.Size, r.WarmupS, r.WindowS)
+	fmt.Fprintf(bw, "ringload: %s, %s, %d conns, depth %d, %d B messages, warm-up %.3gs, measured %.3fs\n",
+		r.Addr, r.Proto, r.Conns, r.Depth, r.Size, r.WarmupS, r.WindowS)
 	fmt.Fprintf(bw, "requests          %d\n", r.Requests)
-	fmt.Fprintf(bw, "req/s             %.0f\n", r.ReqPerS)
-	fmt.Fprintf(bw, "latency p50/p99   %.0f / %.0f µs\n", r.P50us, r.P99us)
+	if r.OfferedRate > 0 {
+		fmt.Fprintf(bw, "req/s             %.0f (offered %.0f)\n", r.ReqPerS, r.OfferedRate)
+	} else {
+		fmt.Fprintf(bw, "req/s             %.0f\n", r.ReqPerS)
+	}
+	fmt.Fprintf(bw, "latency µs        p50 %.0f, p99 %.0f, p99.9 %.0f, p99.99 %.0f, max %.0f\n",
+		r.P50us, r.P99us, r.P999us, r.P9999us, r.MaxUs)
 	fmt.Fprintf(bw, "client CPU        %.3f cores (machine busy %.3f cores, other %.3f)\n",
 		r.ClientCPUCores, r.MachineCPUCores, r.OtherCPUCores)
 	if r.ServerPID != 0 {
@@ -289,55 +353,118 @@ const (
 	phaseStop
 )
 
-// worker is one connection doing ping-pong. Its fields belong to its
-// goroutine until that goroutine ends.
+// worker is one connection doing ping-pong, or pipelined batches. Its
+// fields belong to its goroutine until that goroutine ends.
 type worker struct {
 	id          uint64
 	conn        net.Conn
-	size        int
-	requests    uint64 // completed in the window
+	cfg         *config
+	start       time.Time     // first send, with -rate
+	interval    time.Duration // between batches, with -rate; 0: no pacing
+	requests    uint64        // completed in the window
 	verifyErrs  uint64
 	firstVerify string
 	err         error // the I/O error that ended it early, if any
-	hist        histogram
+	hist        hdr.Histogram
 }
 
-func (w *worker) loop(phase *atomic.Int32) {
-	wbuf := make([]byte, w.size)
-	rbuf := make([]byte, w.size)
-	for i := headerLen; i < len(wbuf); i++ {
-		wbuf[i] = byte(w.id*131 + uint64(i)*7 + 1)
+// shared is what the workers of one run share.
+type shared struct {
+	phase    atomic.Int32
+	stop     chan struct{} // closed when the phase becomes phaseStop
+	counted  atomic.Uint64 // requests completed in the window
+	budget   uint64        // -requests; 0: none
+	spent    chan struct{} // closed when counted reaches budget
+	spentOne sync.Once
+}
+
+// message lays out message k of a batch in buf: the rpc length prefix, if
+// any, then the payload: connection id, sequence number, and a pattern
+// that differs per connection and per byte.
+func (w *worker) fill(buf []byte) {
+	n := w.cfg.wireLen()
+	for k := 0; k < w.cfg.depth; k++ {
+		m := buf[k*n : (k+1)*n]
+		if w.cfg.proto == "rpc" {
+			rpcframe.PutHeader(m, w.cfg.size)
+			m = m[rpcframe.HeaderLen:]
+		}
+		binary.LittleEndian.PutUint64(m[0:8], w.id)
+		for i := headerLen; i < len(m); i++ {
+			m[i] = byte(w.id*131 + uint64(i)*7 + 1)
+		}
 	}
-	binary.LittleEndian.PutUint64(wbuf[0:8], w.id)
-	for seq := uint64(0); phase.Load() != phaseStop; seq++ {
-		binary.LittleEndian.PutUint64(wbuf[8:16], seq)
+}
+
+// payload returns message k's payload in a batch buffer.
+func (w *worker) payload(buf []byte, k int) []byte {
+	n := w.cfg.wireLen()
+	m := buf[k*n : (k+1)*n]
+	if w.cfg.proto == "rpc" {
+		return m[rpcframe.HeaderLen:]
+	}
+	return m
+}
+
+func (w *worker) loop(sh *shared) {
+	depth := w.cfg.depth
+	wbuf := make([]byte, depth*w.cfg.wireLen())
+	rbuf := make([]byte, len(wbuf))
+	w.fill(wbuf)
+	var pace *time.Timer
+	next := w.start
+	for seq := uint64(0); sh.phase.Load() != phaseStop; seq += uint64(depth) {
+		if w.interval > 0 {
+			// The schedule is fixed (start + i*interval), so a late
+			// batch is followed by early ones and the offered rate holds.
+			if d := time.Until(next); d > 0 {
+				if pace == nil {
+					pace = time.NewTimer(d)
+				} else {
+					pace.Reset(d)
+				}
+				select {
+				case <-pace.C:
+				case <-sh.stop:
+					return
+				}
+			}
+			next = next.Add(w.interval)
+		}
+		for k := 0; k < depth; k++ {
+			binary.LittleEndian.PutUint64(w.payload(wbuf, k)[8:16], seq+uint64(k))
+		}
 		t0 := time.Now()
 		if _, err := w.conn.Write(wbuf); err != nil {
-			w.fail(phase, err)
+			w.fail(sh, err)
 			return
 		}
 		if _, err := io.ReadFull(w.conn, rbuf); err != nil {
-			w.fail(phase, err)
+			w.fail(sh, err)
 			return
 		}
+		// A pipelined message's latency is its batch's round trip.
 		lat := time.Since(t0)
 		if !bytes.Equal(wbuf, rbuf) {
 			w.verifyErrs++
 			if w.firstVerify == "" {
-				w.firstVerify = describeMismatch(w.id, seq, wbuf, rbuf)
+				w.firstVerify = w.describeMismatch(seq, wbuf, rbuf)
 			}
 		}
-		if phase.Load() == phaseMeasure {
-			w.requests++
-			w.hist.add(lat)
+		if sh.phase.Load() == phaseMeasure {
+			w.requests += uint64(depth)
+			w.hist.RecordN(lat, uint64(depth))
+			if sh.budget > 0 && sh.counted.Add(uint64(depth)) >= sh.budget {
+				sh.spentOne.Do(func() { close(sh.spent) })
+			}
 		}
 	}
 }
 
 // fail records err unless the run is over (then the error is the deadline
 // or close that ended it) or the run's own deadline ended the tail.
-func (w *worker) fail(phase *atomic.Int32, err error) {
-	switch phase.Load() {
+func (w *worker) fail(sh *shared, err error) {
+	switch sh.phase.Load() {
 	case phaseStop:
 	case phaseTail:
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -348,24 +475,40 @@ func (w *worker) fail(phase *atomic.Int32, err error) {
 	}
 }
 
-func describeMismatch(id, seq uint64, want, got []byte) string {
-	gid := binary.LittleEndian.Uint64(got[0:8])
-	gseq := binary.LittleEndian.Uint64(got[8:16])
-	if gid != id || gseq != seq {
-		return fmt.Sprintf("conn %d seq %d: header says conn %d seq %d (misrouted or reordered)", id, seq, gid, gseq)
-	}
-	for i := range want {
-		if want[i] != got[i] {
-			return fmt.Sprintf("conn %d seq %d: byte %d is %#02x, sent %#02x", id, seq, i, got[i], want[i])
+// describeMismatch says what is wrong with the first message of a batch
+// that differs from what was sent.
+func (w *worker) describeMismatch(seq uint64, want, got []byte) string {
+	n := w.cfg.wireLen()
+	for k := 0; k < w.cfg.depth; k++ {
+		wm, gm := want[k*n:(k+1)*n], got[k*n:(k+1)*n]
+		if bytes.Equal(wm, gm) {
+			continue
+		}
+		s := seq + uint64(k)
+		if w.cfg.proto == "rpc" && !bytes.Equal(wm[:rpcframe.HeaderLen], gm[:rpcframe.HeaderLen]) {
+			return fmt.Sprintf("conn %d seq %d: reply frame announces %d bytes, sent %d",
+				w.id, s, binary.BigEndian.Uint32(gm), w.cfg.size)
+		}
+		wp, gp := w.payload(want, k), w.payload(got, k)
+		gid := binary.LittleEndian.Uint64(gp[0:8])
+		gseq := binary.LittleEndian.Uint64(gp[8:16])
+		if gid != w.id || gseq != s {
+			return fmt.Sprintf("conn %d seq %d: header says conn %d seq %d (misrouted or reordered)", w.id, s, gid, gseq)
+		}
+		for i := range wp {
+			if wp[i] != gp[i] {
+				return fmt.Sprintf("conn %d seq %d: byte %d is %#02x, sent %#02x", w.id, s, i, gp[i], wp[i])
+			}
 		}
 	}
-	return fmt.Sprintf("conn %d seq %d: mismatch", id, seq)
+	return fmt.Sprintf("conn %d seq %d: mismatch", w.id, seq)
 }
 
 // load runs one measurement against cfg.addr.
 func load(ctx context.Context, cfg config) (*result, error) {
 	res := &result{
-		Addr: cfg.addr, Conns: cfg.conns, Size: cfg.size, WarmupS: cfg.warmup.Seconds(),
+		Addr: cfg.addr, Conns: cfg.conns, Size: cfg.size, Proto: cfg.proto, Depth: cfg.depth,
+		OfferedRate: cfg.rate, WarmupS: cfg.warmup.Seconds(),
 		ServerPID: cfg.serverPID, Syscalls: -1, SyscallsPerReq: -1,
 		ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, CtxSwitchesPerReq: -1,
 	}
@@ -397,7 +540,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 				noteErr(fmt.Errorf("dial: %w", err))
 				return
 			}
-			workers[i] = &worker{id: uint64(i), conn: c, size: cfg.size}
+			workers[i] = &worker{id: uint64(i), conn: c, cfg: &cfg}
 		}()
 	}
 	dwg.Wait()
@@ -425,20 +568,31 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	for _, w := range workers {
 		w.conn.SetDeadline(hard)
 	}
-	var phase atomic.Int32
+	sh := &shared{stop: make(chan struct{}), budget: cfg.requests, spent: make(chan struct{})}
+	if cfg.rate > 0 {
+		// Each connection sends a batch every interval, the connections'
+		// schedules spread evenly over one interval.
+		interval := time.Duration(float64(len(workers)*cfg.depth) / cfg.rate * 1e9)
+		t0 := time.Now()
+		for i, w := range workers {
+			w.interval = max(interval, 1)
+			w.start = t0.Add(interval * time.Duration(i) / time.Duration(len(workers)))
+		}
+	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(&phase)
+			w.loop(sh)
 		}()
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 
 	stopWorkers := func() {
-		phase.Store(phaseStop)
+		sh.phase.Store(phaseStop)
+		close(sh.stop)
 		select {
 		case <-finished:
 			return
@@ -464,6 +618,8 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		select {
 		case <-t.C:
 			return true
+		case <-sh.spent:
+			return true // -requests reached
 		case <-ctx.Done():
 			return false
 		case <-finished:
@@ -488,7 +644,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	}
 	selfBefore, selfBeforeErr := sampleProc(os.Getpid())
 	statBefore, statBeforeErr := readCPUStat()
-	phase.Store(phaseMeasure)
+	sh.phase.Store(phaseMeasure)
 	t0 := time.Now()
 	completed := sleep(cfg.duration)
 	var after procSample
@@ -499,7 +655,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	selfAfter, selfAfterErr := sampleProc(os.Getpid())
 	statAfter, statAfterErr := readCPUStat()
 	window := time.Since(t0)
-	phase.Store(phaseTail)
+	sh.phase.Store(phaseTail)
 	var pr perfResult
 	if perfc != nil {
 		if !completed {
@@ -520,7 +676,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 
 	// Client side.
 	res.WindowS = window.Seconds()
-	var hist histogram
+	var hist hdr.Histogram
 	for _, w := range workers {
 		res.Requests += w.requests
 		res.VerifyErrors += w.verifyErrs
@@ -531,14 +687,18 @@ func load(ctx context.Context, cfg config) (*result, error) {
 			res.IOErrors++
 			noteErr(w.err)
 		}
-		hist.merge(&w.hist)
+		hist.Merge(&w.hist)
 	}
 	if p := firstErr.Load(); p != nil {
 		res.FirstError = *p
 	}
 	res.ReqPerS = float64(res.Requests) / window.Seconds()
-	res.P50us = float64(hist.quantile(0.50)) / 1e3
-	res.P99us = float64(hist.quantile(0.99)) / 1e3
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	res.P50us = us(hist.Quantile(0.50))
+	res.P99us = us(hist.Quantile(0.99))
+	res.P999us = us(hist.Quantile(0.999))
+	res.P9999us = us(hist.Quantile(0.9999))
+	res.MaxUs = us(hist.Max())
 
 	// The machine.
 	res.ClientCPUCores, res.MachineCPUCores, res.OtherCPUCores = -1, -1, -1
@@ -611,81 +771,6 @@ func windowAborted(ctx context.Context, workers []*worker, res *result, firstErr
 		return fmt.Errorf("all connections ended before the window did; first error: %s", *p)
 	}
 	return errors.New("all connections ended before the window did")
-}
-
-// histogram counts latencies in nanoseconds in log-linear buckets: 32 per
-// power of two, so a bucket is at most 1/32 of its lower bound wide.
-// Latencies from 2^36 ns (about 69 s) up land in the last bucket.
-type histogram [histBuckets]uint64
-
-const (
-	histSubBits = 5
-	histSub     = 1 << histSubBits
-	histMaxBits = 36
-	histBuckets = (histMaxBits - histSubBits + 1) * histSub
-)
-
-func histBucket(v uint64) int {
-	if v < histSub {
-		return int(v)
-	}
-	e := bits.Len64(v) - histSubBits - 1
-	i := (e+1)*histSub + int((v>>e)&(histSub-1))
-	return min(i, histBuckets-1)
-}
-
-// histLow is the smallest value in bucket i; histWidth its width.
-func histLow(i int) uint64 {
-	if i < histSub {
-		return uint64(i)
-	}
-	e := i/histSub - 1
-	return uint64(histSub+i%histSub) << e
-}
-
-func histWidth(i int) uint64 {
-	if i < histSub {
-		return 1
-	}
-	return 1 << (i/histSub - 1)
-}
-
-func (h *histogram) add(d time.Duration) {
-	if d < 0 {
-		d = 0
-	}
-	h[histBucket(uint64(d))]++
-}
-
-func (h *histogram) merge(o *histogram) {
-	for i, n := range o {
-		h[i] += n
-	}
-}
-
-// quantile returns quantile q (0 < q <= 1) in ns, interpolated linearly
-// within its bucket, or 0 if the histogram is empty.
-func (h *histogram) quantile(q float64) uint64 {
-	var total uint64
-	for _, n := range h {
-		total += n
-	}
-	if total == 0 {
-		return 0
-	}
-	rank := uint64(math.Ceil(q * float64(total)))
-	rank = max(rank, 1)
-	var seen uint64
-	for i, n := range h {
-		if seen+n >= rank {
-			// The rank-th value, taking the n in this bucket as spread
-			// evenly over it.
-			frac := (float64(rank-seen) - 0.5) / float64(n)
-			return histLow(i) + uint64(frac*float64(histWidth(i)))
-		}
-		seen += n
-	}
-	return histLow(histBuckets - 1)
 }
 
 // procSample is a process's per-thread CPU time and context switches.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
 // echoMode picks how the test server misbehaves.
@@ -115,6 +117,8 @@ func testConfig(addr string) config {
 		addr:        addr,
 		conns:       4,
 		size:        1024,
+		proto:       "echo",
+		depth:       1,
 		warmup:      200 * time.Millisecond,
 		duration:    800 * time.Millisecond,
 		dialTimeout: 5 * time.Second,
@@ -187,13 +191,140 @@ func TestLoadDetectsCorruption(t *testing.T) {
 // TestLoadDetectsStaleEcho: a server that sends back an earlier message is
 // caught by the sequence number in the header.
 func TestLoadDetectsStaleEcho(t *testing.T) {
-	cfg := testConfig(startEcho(t, echoStale, 1024))
+	for _, depth := range []int{1, 4} {
+		cfg := testConfig(startEcho(t, echoStale, 1024))
+		cfg.depth = depth
+		res, err := load(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.VerifyErrors == 0 || !strings.Contains(res.FirstVerifyError, "reordered") {
+			t.Fatalf("depth %d: stale echoes not detected: %d errors, first %q", depth, res.VerifyErrors, res.FirstVerifyError)
+		}
+	}
+}
+
+// TestLoadDetectsBadFrame: an rpc reply whose length prefix is wrong is
+// named as such (the server here announces one byte less than it sends).
+func TestLoadDetectsBadFrame(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, rpcframe.HeaderLen+64)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			rpcframe.PutHeader(buf, 63) // one byte short
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	cfg := testConfig(ln.Addr().String())
+	cfg.conns, cfg.size, cfg.proto = 1, 64, "rpc"
+	cfg.warmup, cfg.duration = 0, 200*time.Millisecond
 	res, err := load(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.VerifyErrors == 0 || !strings.Contains(res.FirstVerifyError, "reordered") {
-		t.Fatalf("stale echoes not detected: %d errors, first %q", res.VerifyErrors, res.FirstVerifyError)
+	if res.VerifyErrors == 0 || !strings.Contains(res.FirstVerifyError, "announces 63 bytes") {
+		t.Fatalf("bad frame not named: %d errors, first %q", res.VerifyErrors, res.FirstVerifyError)
+	}
+}
+
+// startStd runs serveStd with proto on 127.0.0.1:0 until the test ends.
+func startStd(t *testing.T, proto string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveStd(ctx, "127.0.0.1:0", proto, 16<<10, func(a net.Addr) { addrc <- a })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serveStd %s: %v", proto, err)
+		}
+	})
+	select {
+	case a := <-addrc:
+		return a.String()
+	case err := <-done:
+		t.Fatalf("serveStd %s: %v", proto, err)
+		return ""
+	}
+}
+
+// TestLoadModes: both protocols, ping-pong and pipelined, every byte
+// verified, against the reference server.
+func TestLoadModes(t *testing.T) {
+	for _, proto := range []string{"echo", "rpc"} {
+		addr := startStd(t, proto)
+		for _, depth := range []int{1, 16} {
+			cfg := testConfig(addr)
+			cfg.proto, cfg.depth, cfg.size = proto, depth, 512
+			cfg.warmup, cfg.duration = 0, 300*time.Millisecond
+			res, err := load(context.Background(), cfg)
+			if err != nil {
+				t.Fatalf("%s depth %d: %v", proto, depth, err)
+			}
+			if res.Requests == 0 || res.Requests%uint64(depth) != 0 || res.VerifyErrors != 0 || res.IOErrors != 0 {
+				t.Errorf("%s depth %d: %d requests, %d verify errors (%s), %d I/O errors (%s)", proto, depth,
+					res.Requests, res.VerifyErrors, res.FirstVerifyError, res.IOErrors, res.FirstError)
+			}
+			if res.Proto != proto || res.Depth != depth {
+				t.Errorf("result says proto %q depth %d", res.Proto, res.Depth)
+			}
+			if !(res.P50us > 0 && res.P50us <= res.P99us && res.P99us <= res.P999us &&
+				res.P999us <= res.P9999us && res.P9999us <= res.MaxUs) {
+				t.Errorf("%s depth %d: latencies out of order: %+v", proto, depth, *res)
+			}
+		}
+	}
+}
+
+// TestLoadRate: with -rate the generator never sends ahead of its
+// schedule, so it cannot exceed the offered rate (by more than the one
+// batch per connection that is due at the window's edge).
+func TestLoadRate(t *testing.T) {
+	cfg := testConfig(startStd(t, "echo"))
+	cfg.rate = 2000
+	cfg.warmup, cfg.duration = 100*time.Millisecond, 500*time.Millisecond
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := cfg.rate*res.WindowS + float64(cfg.conns)
+	if float64(res.Requests) > limit || res.Requests == 0 {
+		t.Errorf("%d requests in %.3fs at %v req/s offered: want 1 to %.0f", res.Requests, res.WindowS, cfg.rate, limit)
+	}
+	if res.OfferedRate != cfg.rate || res.VerifyErrors != 0 {
+		t.Errorf("result %+v", *res)
+	}
+}
+
+// TestLoadRequestBudget: -requests ends the window once reached, well
+// before -duration.
+func TestLoadRequestBudget(t *testing.T) {
+	cfg := testConfig(startStd(t, "echo"))
+	cfg.requests = 500
+	cfg.warmup, cfg.duration = 0, 30*time.Second
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests < cfg.requests || res.WindowS >= 30 {
+		t.Errorf("%d requests in %.3fs, want at least %d and the window cut short", res.Requests, res.WindowS, cfg.requests)
 	}
 }
 
@@ -268,6 +399,13 @@ func TestRunBadFlags(t *testing.T) {
 		{"-warmup", "-1s"},
 		{"-server-pid", "-2"},
 		{"-serve-std", "-buf", "100"},
+		{"-serve-std", "-proto", "http"},
+		{"-proto", "http"},
+		{"-depth", "0"},
+		{"-depth", "2000"},
+		{"-rate", "-5"},
+		{"-rate", "NaN"},
+		{"-proto", "rpc", "-size", "20000000"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -286,13 +424,13 @@ func TestServeStd(t *testing.T) {
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serveStdEcho(ctx, "127.0.0.1:0", 1024, func(a net.Addr) { addrc <- a })
+		done <- serveStd(ctx, "127.0.0.1:0", "echo", 1024, func(a net.Addr) { addrc <- a })
 	}()
 	var addr net.Addr
 	select {
 	case addr = <-addrc:
 	case err := <-done:
-		t.Fatalf("serveStdEcho: %v", err)
+		t.Fatalf("serveStd: %v", err)
 	}
 	cfg := testConfig(addr.String())
 	cfg.warmup, cfg.duration = 0, 300*time.Millisecond
@@ -301,56 +439,16 @@ func TestServeStd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Requests == 0 || res.VerifyErrors != 0 || res.IOErrors != 0 {
-		t.Errorf("against serveStdEcho: %+v", *res)
+		t.Errorf("against serveStd: %+v", *res)
 	}
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("serveStdEcho after cancel: %v", err)
+			t.Errorf("serveStd after cancel: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("serveStdEcho did not return after cancel")
-	}
-}
-
-func TestHistogram(t *testing.T) {
-	for _, v := range []uint64{0, 1, 31, 32, 33, 63, 64, 65, 1000, 123456, 1 << 30, 1<<36 - 1} {
-		i := histBucket(v)
-		if lo, w := histLow(i), histWidth(i); v < lo || v >= lo+w {
-			t.Errorf("value %d in bucket %d = [%d, %d)", v, i, lo, lo+w)
-		}
-	}
-	if i := histBucket(1 << 40); i != histBuckets-1 {
-		t.Errorf("2^40 in bucket %d, want the last, %d", i, histBuckets-1)
-	}
-	var h histogram
-	if h.quantile(0.5) != 0 {
-		t.Error("quantile of an empty histogram")
-	}
-	// 1..1000 µs, evenly.
-	for us := 1; us <= 1000; us++ {
-		h.add(time.Duration(us) * time.Microsecond)
-	}
-	var o histogram
-	o.merge(&h)
-	for _, c := range []struct {
-		q    float64
-		want float64
-	}{{0.5, 500e3}, {0.99, 990e3}, {1, 1000e3}} {
-		got := float64(o.quantile(c.q))
-		if got < c.want*0.985 || got > c.want*1.015 {
-			t.Errorf("quantile(%v) = %v ns, want %v ± 1.5%%", c.q, got, c.want)
-		}
-	}
-	// One value: every quantile lies in its bucket.
-	var one histogram
-	one.add(100 * time.Microsecond)
-	i := histBucket(100e3)
-	for _, q := range []float64{0.01, 0.5, 1} {
-		if got := one.quantile(q); got < histLow(i) || got >= histLow(i)+histWidth(i) {
-			t.Errorf("one value: quantile(%v) = %d, outside its bucket [%d, %d)", q, got, histLow(i), histLow(i)+histWidth(i))
-		}
+		t.Fatal("serveStd did not return after cancel")
 	}
 }
 

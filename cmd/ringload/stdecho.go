@@ -7,15 +7,19 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
-// serveStdEcho runs the reference server: std net, one goroutine per
-// connection, each echoing with a plain Read/Write loop through a buffer of
-// bufSize bytes (not io.Copy, which would splice between the sockets).
-// TCP_NODELAY is net's default. ready, if set, is told the address once the
-// server listens. It returns nil when ctx ends, after closing the listener
-// and giving open connections 2 s to hang up before closing them.
-func serveStdEcho(ctx context.Context, addr string, bufSize int, ready func(net.Addr)) error {
+// serveStd runs the reference server: std net, one goroutine per
+// connection. With proto "echo" each echoes with a plain Read/Write loop
+// through a buffer of bufSize bytes (not io.Copy, which would splice
+// between the sockets); with "rpc" it answers length-prefixed frames with
+// rpcframe.Serve. TCP_NODELAY is net's default. ready, if set, is told the
+// address once the server listens. It returns nil when ctx ends, after
+// closing the listener and giving open connections 2 s to hang up before
+// closing them.
+func serveStd(ctx context.Context, addr, proto string, bufSize int, ready func(net.Addr)) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -26,6 +30,10 @@ func serveStdEcho(ctx context.Context, addr string, bufSize int, ready func(net.
 	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	serve := func(c net.Conn) { echoConn(c, bufSize) }
+	if proto == "rpc" {
+		serve = func(c net.Conn) { rpcframe.Serve(c, c, bufSize) }
+	}
 
 	var (
 		mu    sync.Mutex
@@ -59,7 +67,7 @@ func serveStdEcho(ctx context.Context, addr string, bufSize int, ready func(net.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			echoConn(c, bufSize)
+			serve(c)
 			c.Close()
 			mu.Lock()
 			delete(conns, c)
