@@ -5,6 +5,11 @@
 // With -api handler (the default) it echoes through a Server handler and the
 // nocopy Reader/Writer; with -api conn it runs a goroutine per accepted
 // net.Conn that copies back what it reads. TCP connections get TCP_NODELAY.
+// With -proto rpc it serves ringbench's rpc scenario instead
+// (netpoll-benchmark's RPC rules, internal/rpcframe): length-prefixed
+// requests, each answered, on the handler's pooled goroutine (off the event
+// loop), with a reply built in a buffer of its own.
+//
 // It logs the engine in use when it starts, and on SIGINT or SIGTERM shuts
 // down gracefully, logs each event loop's counters (ringpoll.LoopStats:
 // io_uring_enter calls by purpose, SQEs, CQEs, wake-ups, ...) and exits 0.
@@ -25,6 +30,7 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
 func main() {
@@ -42,6 +48,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	network := fs.String("network", "tcp", "tcp, tcp4, tcp6 or unix")
 	engineName := fs.String("engine", "auto", "engine: auto, epoll, uring, uring-hybrid, uring-reactor, uring-sqpoll")
 	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer) or conn (goroutine per net.Conn)")
+	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +61,9 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if *api != "handler" && *api != "conn" {
 		return fmt.Errorf("-api %q: want handler or conn", *api)
 	}
+	if *proto != "echo" && *proto != "rpc" {
+		return fmt.Errorf("-proto %q: want echo or rpc", *proto)
+	}
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	opts := []ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}
 	if *loops != 0 {
@@ -63,7 +73,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api)
+	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api, "proto", *proto)
 	if engine == ringpoll.EngineAuto && ln.Engine() == ringpoll.EngineEpoll {
 		log.Info("ringecho: io_uring unavailable", "reason", ringpoll.UringStatus())
 	}
@@ -80,9 +90,17 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 		ready(ln.Addr())
 	}
 	if *api == "handler" {
-		return serveHandler(ctx, ln, *grace, log)
+		h := echo
+		if *proto == "rpc" {
+			h = rpc
+		}
+		return serveHandler(ctx, ln, h, *grace, log)
 	}
-	return serveConns(ctx, ln, *grace, log)
+	serve := func(c net.Conn) { io.Copy(c, c) }
+	if *proto == "rpc" {
+		serve = func(c net.Conn) { rpcframe.Serve(c, c, 16<<10) }
+	}
+	return serveConns(ctx, ln, serve, *grace, log)
 }
 
 // echo is the canonical netpoll echo: the bytes go back out without a copy
@@ -102,8 +120,46 @@ func echo(ctx context.Context, c *ringpoll.Conn) error {
 	return r.Release()
 }
 
-func serveHandler(ctx context.Context, ln *ringpoll.Listener, grace time.Duration, log *slog.Logger) error {
-	srv, err := ringpoll.NewServer(echo)
+// rpc answers every whole request frame in the input with a copy of its
+// payload, built in memory from the Writer (never the request's own
+// bytes). A partial frame stays in the input until the rest arrives.
+func rpc(ctx context.Context, c *ringpoll.Conn) error {
+	r, w := c.Reader(), c.Writer()
+	answered := false
+	for r.Len() >= rpcframe.HeaderLen {
+		h, err := r.Peek(rpcframe.HeaderLen)
+		if err != nil {
+			return err
+		}
+		n, err := rpcframe.PayloadLen(h)
+		if err != nil {
+			return err // the peer is out of step: close the connection
+		}
+		if r.Len() < rpcframe.HeaderLen+n {
+			break
+		}
+		req, err := r.Next(rpcframe.HeaderLen + n)
+		if err != nil {
+			return err
+		}
+		out, err := w.Malloc(rpcframe.HeaderLen + n)
+		if err != nil {
+			return err
+		}
+		copy(out, req)
+		answered = true
+	}
+	if !answered {
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return r.Release()
+}
+
+func serveHandler(ctx context.Context, ln *ringpoll.Listener, h ringpoll.Handler, grace time.Duration, log *slog.Logger) error {
+	srv, err := ringpoll.NewServer(h)
 	if err != nil {
 		return err
 	}
@@ -127,7 +183,7 @@ func serveHandler(ctx context.Context, ln *ringpoll.Listener, grace time.Duratio
 	return nil
 }
 
-func serveConns(ctx context.Context, ln *ringpoll.Listener, grace time.Duration, log *slog.Logger) error {
+func serveConns(ctx context.Context, ln *ringpoll.Listener, serve func(net.Conn), grace time.Duration, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]struct{}{}
@@ -152,7 +208,7 @@ func serveConns(ctx context.Context, ln *ringpoll.Listener, grace time.Duration,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			io.Copy(c, c)
+			serve(c)
 			c.Close()
 			mu.Lock()
 			delete(conns, c)

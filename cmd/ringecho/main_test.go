@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
 // TestRingecho runs the server in-process for each API, echoes through it
@@ -19,7 +21,9 @@ import (
 func TestRingecho(t *testing.T) {
 	for _, engine := range []string{"epoll", "uring"} {
 		for _, api := range []string{"handler", "conn"} {
-			t.Run(engine+"/"+api, func(t *testing.T) { testRingecho(t, engine, api) })
+			for _, proto := range []string{"echo", "rpc"} {
+				t.Run(engine+"/"+api+"/"+proto, func(t *testing.T) { testRingecho(t, engine, api, proto) })
+			}
 		}
 	}
 }
@@ -42,12 +46,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func testRingecho(t *testing.T, engine, api string) {
+// rpcRequests is a pipelined batch of rpc frames, the zero-length one
+// included; the replies are the same bytes.
+func rpcRequests() []byte {
+	var b []byte
+	for _, n := range []int{0, 1, 100, 5000, 70000, 3} {
+		f := make([]byte, rpcframe.HeaderLen+n)
+		rpcframe.PutHeader(f, n)
+		for i := range n {
+			f[rpcframe.HeaderLen+i] = byte(i*7 + n)
+		}
+		b = append(b, f...)
+	}
+	return b
+}
+
+func testRingecho(t *testing.T, engine, api, proto string) {
 	var logs syncBuffer
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"-addr", "127.0.0.1:0", "-engine", engine, "-api", api}, func(a net.Addr) { addrc <- a }, &logs)
+		done <- run([]string{"-addr", "127.0.0.1:0", "-engine", engine, "-api", api, "-proto", proto}, func(a net.Addr) { addrc <- a }, &logs)
 	}()
 	var addr net.Addr
 	select {
@@ -62,7 +81,19 @@ func testRingecho(t *testing.T, engine, api string) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	msg := bytes.Repeat([]byte("ringecho "), 1000)
-	go c.Write(msg)
+	if proto == "rpc" {
+		msg = rpcRequests()
+	}
+	go func() {
+		// In odd pieces, so frames arrive split.
+		for b := msg; len(b) > 0; {
+			n := min(len(b), 777)
+			if _, err := c.Write(b[:n]); err != nil {
+				return
+			}
+			b = b[n:]
+		}
+	}()
 	got := make([]byte, len(msg))
 	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
 		t.Fatalf("echo: err %v, equal %v", err, bytes.Equal(got, msg))
@@ -102,9 +133,58 @@ func TestRingechoBadFlags(t *testing.T) {
 		{"-api", "both"},
 		{"-network", "udp"},
 		{"-loops", "-3"},
+		{"-proto", "http"},
 	} {
 		if err := run(append([]string{"-addr", "127.0.0.1:0"}, args...), nil, io.Discard); err == nil {
 			t.Errorf("run(%v) succeeded", args)
 		}
+	}
+}
+
+// TestRingechoRPCBadFrame: a frame announcing more than rpcframe allows
+// closes that connection; the server goes on serving others.
+func TestRingechoRPCBadFrame(t *testing.T) {
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"-addr", "127.0.0.1:0", "-engine", "uring", "-proto", "rpc"}, func(a net.Addr) { addrc <- a }, io.Discard)
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v", err)
+	}
+	defer func() {
+		syscall.Kill(syscall.Getpid(), syscall.SIGTERM)
+		if err := <-done; err != nil {
+			t.Errorf("run after SIGTERM: %v", err)
+		}
+	}()
+	bad, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	bad.SetDeadline(time.Now().Add(5 * time.Second))
+	h := make([]byte, rpcframe.HeaderLen)
+	rpcframe.PutHeader(h, rpcframe.MaxPayload+1)
+	if _, err := bad.Write(h); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := bad.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after an oversized frame: read %d, %v; want EOF (closed)", n, err)
+	}
+	good, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	good.SetDeadline(time.Now().Add(5 * time.Second))
+	req := rpcRequests()
+	go good.Write(req)
+	got := make([]byte, len(req))
+	if _, err := io.ReadFull(good, got); err != nil || !bytes.Equal(got, req) {
+		t.Fatalf("another connection after the bad one: err %v, equal %v", err, bytes.Equal(got, req))
 	}
 }
