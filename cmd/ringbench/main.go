@@ -1,0 +1,366 @@
+// Command ringbench replays the seed experiments on this machine: echo
+// servers built on every ringpoll engine, std net (a goroutine per
+// connection), cloudwego/netpoll and panjf2000/gnet, each in its own
+// process, loaded by cmd/ringload in another, pinned to different CPUs.
+// It prints a table, and writes JSON lines, a markdown report and SVG
+// charts.
+//
+//	go run ./cmd/ringbench            # the default matrix, about 3 minutes
+//	go run ./cmd/ringbench -full      # the seeds' whole sweep (much longer)
+//
+// It builds what it needs from the checkout it runs in: cmd/ringecho and
+// cmd/ringload from the ringpoll module, and from the separate bench module
+// (so the library's go.mod never requires them) the netpoll and gnet
+// servers and the chart renderer. If the bench module cannot be built (no
+// access to the module proxy), those servers and the charts are left out
+// and the report says why.
+//
+// The matrix is servers x loads x connection counts, each cell repeated
+// -repeats times; each repeat starts every server afresh, and the servers'
+// order rotates between repeats. A load is scenario:size:mode:rate:
+//
+//   - scenario echo is the seeds' echo server; rpc follows netpoll-benchmark's
+//     RPC rules: length-prefixed messages, the handler off the event loop,
+//     the reply built in a buffer of its own;
+//   - mode pp is strict ping-pong, pN pipelines N messages per connection;
+//   - rate max loads as fast as the load generator goes (on 2 CPUs that
+//     measures the generator more than the server), a number caps the
+//     offered load at that many requests per second over all connections,
+//     the better way to compare servers' CPU and syscalls per request.
+//
+// Per cell it reports throughput, latency percentiles (p50 to p99.99),
+// server CPU over all its threads (kernel SQPOLL threads included),
+// requests per server CPU-second, syscalls per request (perf stat on the
+// server, when perf is installed), context switches per request, and
+// errors; every echoed byte is verified. Medians of the repeats, with the
+// spread.
+//
+// Outputs, in -out (default ringbench-results): results.jsonl (a line per
+// run and per cell summary, internal/benchfmt), report.md, the charts
+// (<group>-{throughput,p99,cpu,syscalls}.svg) and each server's log in
+// logs/. The exit status is 1 if an echo failed verification or a run
+// failed, 2 for bad flags.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is one benchmark run.
+type config struct {
+	src, out    string
+	servers     []server
+	conns       []int
+	loads       []load
+	repeats     int
+	warmup      time.Duration
+	duration    time.Duration
+	serverCPUs  cpuSet
+	loadCPUs    cpuSet
+	charts      bool
+	commandLine string
+}
+
+// run is main without the exit.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	full := fs.Bool("full", false, "run the seeds' whole matrix: every server, "+fullConns+" connections, loads "+fullLoads)
+	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-hybrid, uring-reactor, uring-sqpoll, epoll, std, netpoll, gnet")
+	connsFlag := fs.String("conns", defaultConns, "connection counts, comma-separated")
+	loadsFlag := fs.String("loads", defaultLoads, "loads, comma-separated scenario:size:mode:rate (echo|rpc : bytes : pp|pN : max|req/s)")
+	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")
+	warmup := fs.Duration("warmup", 300*time.Millisecond, "load before each measurement")
+	duration := fs.Duration("duration", time.Second, "measurement window of each run")
+	serverCPUs := fs.String("server-cpus", "", "CPUs for the servers, e.g. 0 or 0-1 (default: the first half of this process's CPUs)")
+	loadCPUs := fs.String("load-cpus", "", "CPUs for the load generator (default: the second half)")
+	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
+	src := fs.String("src", "", "the ringpoll checkout to build from (default: found from the working directory)")
+	charts := fs.Bool("charts", true, "render SVG charts (needs the bench module to build)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "ringbench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *full {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["servers"] {
+			*serversFlag = fullServers
+		}
+		if !set["conns"] {
+			*connsFlag = fullConns
+		}
+		if !set["loads"] {
+			*loadsFlag = fullLoads
+		}
+	}
+	cfg := config{
+		out: *out, repeats: *repeats, warmup: *warmup, duration: *duration, charts: *charts,
+		commandLine: strings.TrimSpace("ringbench " + strings.Join(args, " ")),
+	}
+	var err error
+	bad := func(err error) int {
+		fmt.Fprintln(stderr, "ringbench:", err)
+		return 2
+	}
+	if cfg.servers, err = parseServers(*serversFlag); err != nil {
+		return bad(fmt.Errorf("-servers: %w", err))
+	}
+	if cfg.conns, err = parseConns(*connsFlag); err != nil {
+		return bad(fmt.Errorf("-conns: %w", err))
+	}
+	if cfg.loads, err = parseLoads(*loadsFlag); err != nil {
+		return bad(fmt.Errorf("-loads: %w", err))
+	}
+	switch {
+	case cfg.repeats < 1 || cfg.repeats > 100:
+		return bad(fmt.Errorf("-repeats %d: want 1 to 100", cfg.repeats))
+	case cfg.warmup < 0:
+		return bad(fmt.Errorf("-warmup %v: want 0 or more", cfg.warmup))
+	case cfg.duration < 100*time.Millisecond:
+		return bad(fmt.Errorf("-duration %v: want at least 100ms", cfg.duration))
+	case cfg.out == "":
+		return bad(errors.New("-out is empty"))
+	}
+	cfg.serverCPUs, cfg.loadCPUs = defaultPlacement()
+	if *serverCPUs != "" {
+		if cfg.serverCPUs, err = parseCPUs(*serverCPUs); err != nil {
+			return bad(fmt.Errorf("-server-cpus: %w", err))
+		}
+	}
+	if *loadCPUs != "" {
+		if cfg.loadCPUs, err = parseCPUs(*loadCPUs); err != nil {
+			return bad(fmt.Errorf("-load-cpus: %w", err))
+		}
+	}
+	if cfg.src, err = findSource(*src); err != nil {
+		return bad(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	code, err := bench(ctx, cfg, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "ringbench:", err)
+		return 1
+	}
+	return code
+}
+
+// bench runs cfg and writes its outputs; the int is the exit status.
+func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, error) {
+	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
+		return 1, err
+	}
+	placement := fmt.Sprintf("servers on CPUs %s, load generator on CPUs %s", cfg.serverCPUs, cfg.loadCPUs)
+	if len(cfg.serverCPUs) == 0 || len(cfg.loadCPUs) == 0 {
+		placement += " (not pinned: fewer than 2 CPUs, or not asked; expect noisier numbers)"
+	}
+	fmt.Fprintf(stderr, "ringbench: %s\n", placement)
+
+	var notes []string
+	needPeers := cfg.charts
+	for _, s := range cfg.servers {
+		needPeers = needPeers || s.kind == "peer"
+	}
+	fmt.Fprintf(stderr, "ringbench: building servers and the load generator from %s\n", cfg.src)
+	b, err := build(ctx, cfg.src, filepath.Join(cfg.out, "bin"), needPeers)
+	if err != nil {
+		return 1, err
+	}
+	if needPeers && b.peersErr != nil {
+		var kept []server
+		var dropped []string
+		for _, s := range cfg.servers {
+			if s.kind == "peer" {
+				dropped = append(dropped, s.name)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		cfg.servers = kept
+		msg := fmt.Sprintf("the bench module did not build, so %s and the charts are left out: %v",
+			strings.Join(dropped, " and "), b.peersErr)
+		if len(dropped) == 0 {
+			msg = fmt.Sprintf("the bench module did not build, so the charts are left out: %v", b.peersErr)
+		}
+		notes = append(notes, msg)
+		fmt.Fprintln(stderr, "ringbench:", msg)
+		cfg.charts = false
+		if len(cfg.servers) == 0 {
+			return 1, errors.New("no server left to run")
+		}
+	}
+	syscallsHow := "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, over the measured window"
+	if _, err := exec.LookPath("perf"); err != nil {
+		syscallsHow = "not measured: perf is not installed (install linux-perf)"
+		notes = append(notes, "syscalls per request are missing: perf is not installed")
+	}
+
+	jl, err := os.Create(filepath.Join(cfg.out, "results.jsonl"))
+	if err != nil {
+		return 1, err
+	}
+	defer jl.Close()
+	total := cfg.repeats * len(cfg.servers) * len(cfg.loads) * len(cfg.conns)
+	perRun := cfg.warmup + cfg.duration + 400*time.Millisecond
+	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats), about %s\n",
+		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, clock(time.Duration(total)*perRun))
+	r := &runner{cfg: &cfg, bins: b, out: jl, place: placement,
+		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}
+	runErr := r.run(ctx)
+	r.prog.finish()
+	if runErr != nil {
+		notes = append(notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
+	}
+
+	var order []string
+	for _, s := range cfg.servers {
+		order = append(order, s.name)
+	}
+	sums := summarize(r.runs, order)
+	for _, s := range sums {
+		if err := writeJSONLine(jl, s); err != nil {
+			return 1, err
+		}
+	}
+	if err := jl.Sync(); err != nil {
+		return 1, err
+	}
+	fmt.Fprintln(stdout)
+	writeTable(stdout, sums)
+
+	var charts []string
+	if cfg.charts && len(sums) > 0 {
+		charts, err = renderCharts(ctx, b.ringplot, jl.Name(), cfg.out)
+		if err != nil {
+			notes = append(notes, "charts failed: "+err.Error())
+			fmt.Fprintln(stderr, "ringbench: charts failed:", err)
+		}
+	}
+	m := meta{
+		Date:      time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		Command:   cfg.commandLine,
+		Machine:   machine(),
+		Go:        runtime.Version(),
+		Placement: placement,
+		Repeats:   cfg.repeats,
+		Warmup:    cfg.warmup.String(),
+		Duration:  cfg.duration.String(),
+		Syscalls:  syscallsHow,
+		Notes:     notes,
+	}
+	report := filepath.Join(cfg.out, "report.md")
+	f, err := os.Create(report)
+	if err != nil {
+		return 1, err
+	}
+	writeMarkdown(f, m, sums, charts)
+	if err := f.Close(); err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s, %s", jl.Name(), report)
+	if len(charts) > 0 {
+		fmt.Fprintf(stdout, " and %d charts in %s", len(charts), cfg.out)
+	}
+	fmt.Fprintln(stdout)
+
+	code := 0
+	for _, s := range sums {
+		if s.VerifyErrors > 0 {
+			fmt.Fprintf(stderr, "ringbench: %s %s %d conns: %d echoes failed verification\n", s.Server, s.Group(), s.Conns, s.VerifyErrors)
+			code = 1
+		}
+	}
+	for _, run := range r.runs {
+		if run.Err != "" {
+			code = 1
+		}
+	}
+	if runErr != nil {
+		code = 1
+	}
+	return code, nil
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// renderCharts runs ringplot on the results and returns the base names of
+// the charts it wrote.
+func renderCharts(ctx context.Context, ringplot, results, dir string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, ringplot, "-in", results, "-out", dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("ringplot: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" {
+			names = append(names, filepath.Base(line))
+		}
+	}
+	return names, nil
+}
+
+// machine describes the CPU and kernel.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "unknown kernel"
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		kernel = "Linux " + unix.ByteSliceToString(u.Release[:])
+	}
+	return fmt.Sprintf("%d x %s, %s", runtime.NumCPU(), model, kernel)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpuSet is a list of CPU numbers; empty means "wherever the kernel
+// likes".
+type cpuSet []int
+
+func (s cpuSet) String() string {
+	if len(s) == 0 {
+		return "any"
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(c))
+	}
+	return b.String()
+}
+
+// parseCPUs reads "0", "0,2" or "2-3".
+func parseCPUs(s string) (cpuSet, error) {
+	var set cpuSet
+	for _, f := range splitList(s) {
+		lo, hi, isRange := strings.Cut(f, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b >= 1024 {
+			return nil, fmt.Errorf("CPU list %q: want numbers or ranges like 0,2 or 1-3", s)
+		}
+		for c := a; c <= b; c++ {
+			set = append(set, c)
+		}
+	}
+	return set, nil
+}
+
+// defaultPlacement splits the CPUs this process may use in two: the
+// server gets the first half, the load generator the rest. With one CPU
+// nothing is pinned.
+func defaultPlacement() (srv, ld cpuSet) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, nil
+	}
+	var cpus []int
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		return nil, nil
+	}
+	half := len(cpus) / 2
+	return cpus[:half], cpus[half:]
+}
+
+// startPinned starts cmd with its CPU affinity set to cpus. The child
+// inherits the affinity of the thread that forks it, so a goroutine of its
+// own locks itself to a thread, narrows that thread's affinity, starts the
+// command and restores the affinity. Should the restore fail, the
+// goroutine exits still locked, and the runtime ends the thread rather than
+// reuse it.
+func startPinned(cmd *exec.Cmd, cpus cpuSet) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var old, set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &old); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("sched_getaffinity: %w", err)
+			return
+		}
+		for _, c := range cpus {
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			errc <- fmt.Errorf("pinning to CPUs %s: %w", cpus, err)
+			return
+		}
+		err := cmd.Start()
+		if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
+			errc <- err // the child started (or not) all the same
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
+}
+
+// freePort returns a loopback address with a port that was free a moment
+// ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// process is a running server.
+type process struct {
+	cmd  *exec.Cmd
+	addr string
+	log  *os.File
+	done chan error // gets Wait's result
+}
+
+// startServer starts a server command pinned to cpus, logging to logPath,
+// and waits until it accepts TCP connections on addr (at most 15 s).
+func startServer(ctx context.Context, argv []string, addr string, cpus cpuSet, logPath string) (*process, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := startPinned(cmd, cpus); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	p := &process{cmd: cmd, addr: addr, log: lf, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return p, nil
+		}
+		select {
+		case werr := <-p.done:
+			p.done <- werr
+			p.log.Close()
+			return nil, fmt.Errorf("%s exited before listening (%v); its log: %s", argv[0], werr, tail(logPath))
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("%s did not listen on %s within 15 s; its log: %s", argv[0], addr, tail(logPath))
+		}
+	}
+}
+
+// stop asks the server to exit (SIGTERM), kills it after 5 s, and waits.
+// It returns the exit error of a server that did not exit cleanly.
+func (p *process) stop() error {
+	defer p.log.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("did not exit within 5 s of SIGTERM; killed")
+	}
+}
+
+// tail returns the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 600 {
+		s = "..." + s[len(s)-600:]
+	}
+	if s == "" {
+		return "(empty)"
+	}
+	return s
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
+)
+
+// loadResult is the part of ringload's JSON result ringbench summarizes.
+// Per-request figures are -1 when not measured.
+type loadResult struct {
+	ReqPerS           float64 `json:"req_per_s"`
+	P50us             float64 `json:"p50_us"`
+	P99us             float64 `json:"p99_us"`
+	P999us            float64 `json:"p999_us"`
+	P9999us           float64 `json:"p9999_us"`
+	ServerCPUCores    float64 `json:"server_cpu_cores"`
+	ServerCPUusPerReq float64 `json:"server_cpu_us_per_req"`
+	ReqPerServerCPUs  float64 `json:"req_per_server_cpu_s"`
+	Syscalls          int64   `json:"syscalls"`
+	SyscallsPerReq    float64 `json:"syscalls_per_req"`
+	SyscallsNote      string  `json:"syscalls_note"`
+	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
+	VerifyErrors      uint64  `json:"verify_errors"`
+	FirstVerifyError  string  `json:"first_verify_error"`
+	DialErrors        int     `json:"dial_errors"`
+	IOErrors          int     `json:"io_errors"`
+	FirstError        string  `json:"first_error"`
+}
+
+// runner runs the matrix.
+type runner struct {
+	cfg   *config
+	bins  bins
+	out   io.Writer // results.jsonl
+	prog  *progress
+	runs  []benchfmt.Run
+	place string
+}
+
+// serverArgv is the command line of srv serving scenario on addr.
+func (r *runner) serverArgv(srv server, scenario, addr string) []string {
+	switch srv.kind {
+	case "ringpoll":
+		return []string{r.bins.ringecho, "-addr", addr, "-engine", srv.name, "-proto", scenario}
+	case "std":
+		return []string{r.bins.ringload, "-serve-std", "-addr", addr, "-proto", scenario}
+	default:
+		return []string{r.bins.peerecho, "-impl", srv.name, "-proto", scenario, "-addr", addr}
+	}
+}
+
+// run runs every repeat of the matrix. Within a repeat each server runs
+// all its cells, one server process per scenario; the servers' order
+// rotates from repeat to repeat, so slow drifts of the machine spread over
+// all of them.
+func (r *runner) run(ctx context.Context) error {
+	cfg := r.cfg
+	for rep := 1; rep <= cfg.repeats; rep++ {
+		for i := range cfg.servers {
+			srv := cfg.servers[(i+rep-1)%len(cfg.servers)]
+			for _, scenario := range scenarios(cfg.loads) {
+				if err := r.runServer(ctx, rep, srv, scenario); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// scenarios lists the scenarios of loads, in order, once each.
+func scenarios(loads []load) []string {
+	var out []string
+	for _, l := range loads {
+		if !slices.Contains(out, l.scenario) {
+			out = append(out, l.scenario)
+		}
+	}
+	return out
+}
+
+// runServer starts srv for scenario and runs its cells. A server that
+// fails to start fails its cells, not the benchmark; only a cancelled
+// context ends the run.
+func (r *runner) runServer(ctx context.Context, rep int, srv server, scenario string) error {
+	cfg := r.cfg
+	var cells []benchfmt.Cell
+	for _, l := range cfg.loads {
+		if l.scenario != scenario {
+			continue
+		}
+		for _, c := range cfg.conns {
+			cells = append(cells, l.cell(srv.name, c))
+		}
+	}
+	addr, err := freePort()
+	if err == nil {
+		logPath := filepath.Join(cfg.out, "logs", fmt.Sprintf("%s-%s-r%d.log", srv.name, scenario, rep))
+		var p *process
+		p, err = startServer(ctx, r.serverArgv(srv, scenario, addr), addr, cfg.serverCPUs, logPath)
+		if err == nil {
+			for _, cell := range cells {
+				if ctx.Err() != nil {
+					break
+				}
+				r.prog.start(rep, cell)
+				run := r.measure(ctx, rep, cell, p)
+				r.record(run)
+			}
+			if serr := p.stop(); serr != nil && ctx.Err() == nil {
+				r.prog.note(fmt.Sprintf("%s (%s): exit: %v; log %s", srv.name, scenario, serr, logPath))
+			}
+			return ctx.Err()
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, cell := range cells {
+		r.prog.start(rep, cell)
+		r.record(benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Placement: r.place,
+			Err: fmt.Sprintf("server did not start: %v", err)})
+	}
+	return nil
+}
+
+// measure runs the load generator for one cell against p.
+func (r *runner) measure(ctx context.Context, rep int, cell benchfmt.Cell, p *process) benchfmt.Run {
+	cfg := r.cfg
+	run := benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Placement: r.place}
+	args := []string{
+		"-addr", p.addr, "-conns", strconv.Itoa(cell.Conns), "-size", strconv.Itoa(cell.Size),
+		"-proto", cell.Scenario, "-depth", strconv.Itoa(cell.Depth),
+		"-rate", strconv.FormatFloat(cell.Rate, 'f', -1, 64),
+		"-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(),
+		"-server-pid", strconv.Itoa(p.cmd.Process.Pid), "-json",
+	}
+	// ringload bounds itself; this is a backstop.
+	rctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration+60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, r.bins.ringload, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	err := startPinned(cmd, cfg.loadCPUs)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if stdout.Len() > 0 {
+		// ringload prints its result even when it exits 1 for verify
+		// errors; keep it.
+		if jerr := json.Unmarshal(stdout.Bytes(), &run.Result); jerr != nil {
+			run.Result = nil
+			err = fmt.Errorf("reading ringload's result: %v (exit: %v)", jerr, err)
+		}
+	}
+	if run.Result == nil {
+		run.Err = fmt.Sprintf("ringload: %v: %s", err, tail0(stderr.String()))
+	}
+	return run
+}
+
+func tail0(s string) string {
+	if len(s) > 400 {
+		s = "..." + s[len(s)-400:]
+	}
+	return s
+}
+
+// record keeps a run, writes it out as a JSON line at once (a cut-short
+// benchmark keeps what it measured) and shows it.
+func (r *runner) record(run benchfmt.Run) {
+	r.runs = append(r.runs, run)
+	if b, err := json.Marshal(run); err == nil {
+		r.out.Write(append(b, '\n'))
+	}
+	r.prog.done(run)
+}
+
+// decode reads a run's result into loadResult.
+func decode(run benchfmt.Run) (loadResult, bool) {
+	var lr loadResult
+	if run.Result == nil {
+		return lr, false
+	}
+	b, err := json.Marshal(run.Result)
+	if err != nil || json.Unmarshal(b, &lr) != nil {
+		return lr, false
+	}
+	return lr, true
+}

@@ -1,0 +1,131 @@
+// Package benchfmt is the record format ringbench writes and its chart
+// renderer (in the bench module) reads: one JSON object per line, a Run per
+// measured repeat and a Summary per cell of the matrix.
+package benchfmt
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Cell is one point of the benchmark matrix: a server under one load.
+type Cell struct {
+	// Scenario is "echo" (the seeds' ping-pong echo) or "rpc"
+	// (netpoll-benchmark's rules: length-prefixed messages, the handler off
+	// the event loop, the reply in a buffer of its own).
+	Scenario string `json:"scenario"`
+	// Mode is "pingpong" (one message in flight per connection) or
+	// "pipeline" (Depth messages written together, then Depth replies
+	// read).
+	Mode  string `json:"mode"`
+	Depth int    `json:"depth"`
+	// Rate is the offered load in requests per second over all
+	// connections; 0 means as fast as the load generator goes.
+	Rate float64 `json:"rate"`
+	// Server names the server: a ringpoll engine ("uring", "epoll", ...),
+	// "std" (net, a goroutine per connection), "netpoll" or "gnet".
+	Server string `json:"server"`
+	Conns  int    `json:"conns"`
+	Size   int    `json:"size"` // message bytes (payload, without rpc's 4-byte prefix)
+}
+
+// Load names the offered load: "max" or "rate40000".
+func (c Cell) Load() string {
+	if c.Rate <= 0 {
+		return "max"
+	}
+	return fmt.Sprintf("rate%.0f", c.Rate)
+}
+
+// Group names the chart a cell is drawn in: every cell with the same
+// scenario, mode, depth, load and size, whatever its server and
+// connections, for example "echo-pingpong-1024B-max" or
+// "rpc-pipeline8-512B-rate40000".
+func (c Cell) Group() string {
+	mode := c.Mode
+	if c.Mode == "pipeline" {
+		mode = fmt.Sprintf("pipeline%d", c.Depth)
+	}
+	return fmt.Sprintf("%s-%s-%dB-%s", c.Scenario, mode, c.Size, c.Load())
+}
+
+// Run is one measured repeat of a cell: what the load generator reported.
+type Run struct {
+	Kind string `json:"kind"` // "run"
+	Cell
+	Repeat int `json:"repeat"` // 1-based
+	// Placement is where the processes ran, e.g. "server cpu 0, load cpu 1".
+	Placement string `json:"placement"`
+	// Result is the load generator's JSON object (cmd/ringload's result).
+	Result map[string]any `json:"result"`
+	// Err says why the run produced no result; Result is then nil.
+	Err string `json:"error,omitempty"`
+}
+
+// Stat is one metric over the repeats of a cell. Values that were not
+// measured (negative in the load generator's output) are left out; N counts
+// the rest. With N == 0 every field is NaN-free zero and the metric is
+// missing.
+type Stat struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
+}
+
+// Spread is (Max-Min)/Median, the relative spread of the repeats, or 0.
+func (s Stat) Spread() float64 {
+	if s.N == 0 || s.Median == 0 {
+		return 0
+	}
+	return (s.Max - s.Min) / math.Abs(s.Median)
+}
+
+// NewStat summarizes vs, skipping negative values (not measured) and NaNs.
+func NewStat(vs []float64) Stat {
+	var xs []float64
+	for _, v := range vs {
+		if v >= 0 && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) == 0 {
+		return Stat{}
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	med := xs[n/2]
+	if n%2 == 0 {
+		med = (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return Stat{Median: med, Min: xs[0], Max: xs[n-1], N: n}
+}
+
+// Summary is a cell over its repeats: medians and spread.
+type Summary struct {
+	Kind string `json:"kind"` // "summary"
+	Cell
+	Repeats   int    `json:"repeats"`
+	Placement string `json:"placement"`
+
+	ReqPerS        Stat `json:"req_per_s"`
+	P50us          Stat `json:"p50_us"`
+	P99us          Stat `json:"p99_us"`
+	P999us         Stat `json:"p999_us"`
+	P9999us        Stat `json:"p9999_us"`
+	ServerCPUCores Stat `json:"server_cpu_cores"`
+	CPUusPerReq    Stat `json:"server_cpu_us_per_req"`
+	ReqPerCPUs     Stat `json:"req_per_server_cpu_s"`
+	SyscallsPerReq Stat `json:"syscalls_per_req"`
+	CtxSwPerReq    Stat `json:"ctx_switches_per_req"`
+	// SyscallsSource is "perf" (perf stat on the server), "library" (the
+	// server's own count of the event-loop syscalls it makes, a lower
+	// bound) or "" (not measured).
+	SyscallsSource string `json:"syscalls_source"`
+
+	// Errors counts runs that failed and connection errors; VerifyErrors
+	// echoes that came back wrong. Both should be 0.
+	Errors       int `json:"errors"`
+	VerifyErrors int `json:"verify_errors"`
+}
