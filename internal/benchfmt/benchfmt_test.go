@@ -1,0 +1,40 @@
+package benchfmt
+
+import (
+	"math"
+	"testing"
+)
+
+func TestNewStat(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Stat
+	}{
+		{nil, Stat{}},
+		{[]float64{-1, math.NaN(), math.Inf(1)}, Stat{}}, // nothing measured
+		{[]float64{3}, Stat{Median: 3, Min: 3, Max: 3, N: 1}},
+		{[]float64{5, 1, 3}, Stat{Median: 3, Min: 1, Max: 5, N: 3}},
+		{[]float64{4, 1, -1, 2, 3}, Stat{Median: 2.5, Min: 1, Max: 4, N: 4}},
+	} {
+		if got := NewStat(c.in); got != c.want {
+			t.Errorf("NewStat(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	if s := NewStat([]float64{9, 10, 11}).Spread(); math.Abs(s-0.2) > 1e-12 {
+		t.Errorf("Spread = %v, want 0.2", s)
+	}
+	if s := (Stat{}).Spread(); s != 0 {
+		t.Errorf("Spread of nothing = %v", s)
+	}
+}
+
+func TestGroup(t *testing.T) {
+	c := Cell{Scenario: "echo", Mode: "pingpong", Depth: 1, Server: "uring", Conns: 100, Size: 1024}
+	if g := c.Group(); g != "echo-pingpong-1024B-max" {
+		t.Errorf("Group = %q", g)
+	}
+	c = Cell{Scenario: "rpc", Mode: "pipeline", Depth: 8, Rate: 40000, Server: "std", Conns: 10, Size: 512}
+	if g := c.Group(); g != "rpc-pipeline8-512B-rate40000" {
+		t.Errorf("Group = %q", g)
+	}
+}
