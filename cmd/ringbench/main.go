@@ -218,8 +218,9 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	}
 	syscallsHow := "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, over the measured window"
 	if _, err := exec.LookPath("perf"); err != nil {
-		syscallsHow = "not measured: perf is not installed (install linux-perf)"
-		notes = append(notes, "syscalls per request are missing: perf is not installed")
+		syscallsHow = "perf is not installed (install linux-perf), so only ringpoll servers have a count: " +
+			"their own count of event-loop syscalls (io_uring_enter, epoll_wait), marked (lib), a lower bound"
+		notes = append(notes, "syscalls per request: perf is missing; ringpoll's figures are the library's own counts, marked (lib), and the peers have none")
 	}
 
 	jl, err := os.Create(filepath.Join(cfg.out, "results.jsonl"))

@@ -129,6 +129,9 @@ type process struct {
 	addr string
 	log  *os.File
 	done chan error // gets Wait's result
+	// statsFile is where a ringpoll server dumps its loop counters on
+	// SIGUSR1; "" for other servers.
+	statsFile string
 }
 
 // startServer starts a server command pinned to cpus, logging to logPath,

@@ -18,23 +18,24 @@ import (
 // loadResult is the part of ringload's JSON result ringbench summarizes.
 // Per-request figures are -1 when not measured.
 type loadResult struct {
-	ReqPerS           float64 `json:"req_per_s"`
-	P50us             float64 `json:"p50_us"`
-	P99us             float64 `json:"p99_us"`
-	P999us            float64 `json:"p999_us"`
-	P9999us           float64 `json:"p9999_us"`
-	ServerCPUCores    float64 `json:"server_cpu_cores"`
-	ServerCPUusPerReq float64 `json:"server_cpu_us_per_req"`
-	ReqPerServerCPUs  float64 `json:"req_per_server_cpu_s"`
-	Syscalls          int64   `json:"syscalls"`
-	SyscallsPerReq    float64 `json:"syscalls_per_req"`
-	SyscallsNote      string  `json:"syscalls_note"`
-	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
-	VerifyErrors      uint64  `json:"verify_errors"`
-	FirstVerifyError  string  `json:"first_verify_error"`
-	DialErrors        int     `json:"dial_errors"`
-	IOErrors          int     `json:"io_errors"`
-	FirstError        string  `json:"first_error"`
+	ReqPerS            float64 `json:"req_per_s"`
+	P50us              float64 `json:"p50_us"`
+	P99us              float64 `json:"p99_us"`
+	P999us             float64 `json:"p999_us"`
+	P9999us            float64 `json:"p9999_us"`
+	ServerCPUCores     float64 `json:"server_cpu_cores"`
+	ServerCPUusPerReq  float64 `json:"server_cpu_us_per_req"`
+	ReqPerServerCPUs   float64 `json:"req_per_server_cpu_s"`
+	Syscalls           int64   `json:"syscalls"`
+	SyscallsPerReq     float64 `json:"syscalls_per_req"`
+	SyscallsNote       string  `json:"syscalls_note"`
+	LoopSyscallsPerReq float64 `json:"loop_syscalls_per_req"`
+	CtxSwitchesPerReq  float64 `json:"ctx_switches_per_req"`
+	VerifyErrors       uint64  `json:"verify_errors"`
+	FirstVerifyError   string  `json:"first_verify_error"`
+	DialErrors         int     `json:"dial_errors"`
+	IOErrors           int     `json:"io_errors"`
+	FirstError         string  `json:"first_error"`
 }
 
 // runner runs the matrix.
@@ -47,11 +48,12 @@ type runner struct {
 	place string
 }
 
-// serverArgv is the command line of srv serving scenario on addr.
-func (r *runner) serverArgv(srv server, scenario, addr string) []string {
+// serverArgv is the command line of srv serving scenario on addr. A
+// ringpoll server dumps its loop counters to statsFile on SIGUSR1.
+func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []string {
 	switch srv.kind {
 	case "ringpoll":
-		return []string{r.bins.ringecho, "-addr", addr, "-engine", srv.name, "-proto", scenario}
+		return []string{r.bins.ringecho, "-addr", addr, "-engine", srv.name, "-proto", scenario, "-stats-file", statsFile}
 	case "std":
 		return []string{r.bins.ringload, "-serve-std", "-addr", addr, "-proto", scenario}
 	default:
@@ -105,9 +107,13 @@ func (r *runner) runServer(ctx context.Context, rep int, srv server, scenario st
 	}
 	addr, err := freePort()
 	if err == nil {
-		logPath := filepath.Join(cfg.out, "logs", fmt.Sprintf("%s-%s-r%d.log", srv.name, scenario, rep))
+		base := filepath.Join(cfg.out, "logs", fmt.Sprintf("%s-%s-r%d", srv.name, scenario, rep))
+		logPath := base + ".log"
 		var p *process
-		p, err = startServer(ctx, r.serverArgv(srv, scenario, addr), addr, cfg.serverCPUs, logPath)
+		p, err = startServer(ctx, r.serverArgv(srv, scenario, addr, base+".stats.json"), addr, cfg.serverCPUs, logPath)
+		if err == nil && srv.kind == "ringpoll" {
+			p.statsFile = base + ".stats.json"
+		}
 		if err == nil {
 			for _, cell := range cells {
 				if ctx.Err() != nil {
@@ -144,6 +150,9 @@ func (r *runner) measure(ctx context.Context, rep int, cell benchfmt.Cell, p *pr
 		"-rate", strconv.FormatFloat(cell.Rate, 'f', -1, 64),
 		"-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(),
 		"-server-pid", strconv.Itoa(p.cmd.Process.Pid), "-json",
+	}
+	if p.statsFile != "" {
+		args = append(args, "-server-stats", p.statsFile)
 	}
 	// ringload bounds itself; this is a backstop.
 	rctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration+60*time.Second)
@@ -189,7 +198,11 @@ func (r *runner) record(run benchfmt.Run) {
 
 // decode reads a run's result into loadResult.
 func decode(run benchfmt.Run) (loadResult, bool) {
-	var lr loadResult
+	// Figures the result lacks are not measured, not zero.
+	lr := loadResult{
+		ServerCPUCores: -1, ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, Syscalls: -1,
+		SyscallsPerReq: -1, LoopSyscallsPerReq: -1, CtxSwitchesPerReq: -1,
+	}
 	if run.Result == nil {
 		return lr, false
 	}

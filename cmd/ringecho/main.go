@@ -10,6 +10,10 @@
 // requests, each answered, on the handler's pooled goroutine (off the event
 // loop), with a reply built in a buffer of its own.
 //
+// With -stats-file PATH it writes the event loops' summed counters to PATH
+// as JSON whenever it gets SIGUSR1: ringload reads them to count the
+// library's own syscalls where perf is missing.
+//
 // It logs the engine in use when it starts, and on SIGINT or SIGTERM shuts
 // down gracefully, logs each event loop's counters (ringpoll.LoopStats:
 // io_uring_enter calls by purpose, SQEs, CQEs, wake-ups, ...) and exits 0.
@@ -17,6 +21,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,6 +56,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
+	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +92,10 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *statsFile != "" {
+		stopStats := dumpStatsOnSignal(ln, *statsFile, log)
+		defer stopStats()
+	}
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -101,6 +111,65 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 		serve = func(c net.Conn) { rpcframe.Serve(c, c, 16<<10) }
 	}
 	return serveConns(ctx, ln, serve, *grace, log)
+}
+
+// loopTotals is what -stats-file holds: the loops' counters summed, and
+// Seq, which counts the dumps, so a reader can tell a fresh one.
+type loopTotals struct {
+	Seq uint64 `json:"seq"`
+	// Syscalls is every event-loop syscall the library counts:
+	// io_uring_enter calls and epoll_wait calls. Writers' own send calls,
+	// wake-ups and the Go runtime's syscalls are not in it.
+	Syscalls   uint64 `json:"syscalls"`
+	Enters     uint64 `json:"enters"`
+	EpollWaits uint64 `json:"epoll_waits"`
+	SQEs       uint64 `json:"sqes"`
+	CQEs       uint64 `json:"cqes"`
+	BytesIn    uint64 `json:"bytes_in"`
+	BytesOut   uint64 `json:"bytes_out"`
+}
+
+// dumpStatsOnSignal writes the listener's loop counters to path on every
+// SIGUSR1 (written to a temporary file and renamed, so a reader never sees
+// half of it). It returns a function that stops it.
+func dumpStatsOnSignal(ln *ringpoll.Listener, path string, log *slog.Logger) func() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		var seq uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-sig:
+			}
+			seq++
+			t := loopTotals{Seq: seq}
+			for _, s := range ln.Stats() {
+				t.Enters += s.Enters()
+				t.EpollWaits += s.EpollWaits
+				t.SQEs += s.SQEs
+				t.CQEs += s.CQEs
+				t.BytesIn += s.BytesIn
+				t.BytesOut += s.BytesOut
+			}
+			t.Syscalls = t.Enters + t.EpollWaits
+			b, _ := json.Marshal(t)
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, b, 0o644); err != nil {
+				log.Warn("ringecho: writing stats", "err", err)
+				continue
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				log.Warn("ringecho: writing stats", "err", err)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
+	}
 }
 
 // echo is the canonical netpoll echo: the bytes go back out without a copy

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -186,5 +189,46 @@ func TestRingechoRPCBadFrame(t *testing.T) {
 	got := make([]byte, len(req))
 	if _, err := io.ReadFull(good, got); err != nil || !bytes.Equal(got, req) {
 		t.Fatalf("another connection after the bad one: err %v, equal %v", err, bytes.Equal(got, req))
+	}
+}
+
+// TestRingechoStatsFile: on SIGUSR1 the server dumps its loop counters,
+// each dump with a higher sequence number.
+func TestRingechoStatsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stats.json")
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"-addr", "127.0.0.1:0", "-engine", "epoll", "-stats-file", path}, func(a net.Addr) { addrc <- a }, io.Discard)
+	}()
+	select {
+	case <-addrc:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v", err)
+	}
+	defer func() {
+		syscall.Kill(syscall.Getpid(), syscall.SIGTERM)
+		if err := <-done; err != nil {
+			t.Errorf("run after SIGTERM: %v", err)
+		}
+	}()
+	for want := uint64(1); want <= 2; want++ {
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		var got loopTotals
+		deadline := time.Now().Add(5 * time.Second)
+		for got.Seq < want && time.Now().Before(deadline) {
+			if b, err := os.ReadFile(path); err == nil {
+				json.Unmarshal(b, &got)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got.Seq != want {
+			t.Fatalf("dump %d: seq %d", want, got.Seq)
+		}
+		if got.Syscalls != got.Enters+got.EpollWaits || got.EpollWaits == 0 {
+			t.Errorf("dump %d: %+v; want epoll_wait calls counted and summed", want, got)
+		}
 	}
 }

@@ -45,7 +45,12 @@
 //     syscalls per request is perf's count over D divided by req/s; -1 with
 //     the reason if perf is missing or fails;
 //   - context switches: voluntary plus nonvoluntary, summed over
-//     /proc/PID/task/*/status, per request.
+//     /proc/PID/task/*/status, per request;
+//   - with -server-stats FILE (a ringecho run with -stats-file FILE), the
+//     library's own count of its event-loop syscalls (io_uring_enter and
+//     epoll_wait) over the window: ringload sends the server SIGUSR1 at the
+//     window's start and end and reads the counters it dumps. A lower
+//     bound on the server's syscalls, for machines without perf.
 //
 // It always reports its own CPU (client cores) and the CPU that neither it
 // nor the server used over the window, from /proc/stat ("other"): near zero
@@ -109,6 +114,7 @@ type config struct {
 	serverPID   int           // 0: no server statistics
 	dialTimeout time.Duration // per connection
 	perf        string        // perf binary; "" looks it up in PATH
+	serverStats string        // ringecho's -stats-file; "": none
 }
 
 // headerLen is the connection id and sequence number at the start of every
@@ -137,6 +143,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring")
 	duration := fs.Duration("duration", 10*time.Second, "measurement window")
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
+	serverStats := fs.String("server-stats", "", "with -server-pid: the server's ringecho -stats-file, to count the library's own event-loop syscalls (SIGUSR1 asks for it)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	serveStdFlag := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
 	bufSize := fs.Int("buf", 16<<10, "with -serve-std: read buffer per connection, 1 KiB to 64 KiB")
@@ -182,6 +189,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		warmup:      *warmup,
 		duration:    *duration,
 		serverPID:   *serverPID,
+		serverStats: *serverStats,
 		dialTimeout: 5 * time.Second,
 	}
 	if err := cfg.check(); err != nil {
@@ -239,6 +247,8 @@ func (c config) check() error {
 		return fmt.Errorf("-duration %v: want more than 0", c.duration)
 	case c.serverPID < 0:
 		return fmt.Errorf("-server-pid %d: want a PID", c.serverPID)
+	case c.serverStats != "" && c.serverPID == 0:
+		return errors.New("-server-stats needs -server-pid (the server to signal)")
 	}
 	return nil
 }
@@ -284,9 +294,14 @@ type result struct {
 	SyscallsWindowS   float64 `json:"syscalls_window_s"`       // perf's counting window
 	SyscallsPerReq    float64 `json:"syscalls_per_req"`        // -1: not measured
 	SyscallsNote      string  `json:"syscalls_note,omitempty"` // why Syscalls is -1
-	CtxSwitches       int64   `json:"ctx_switches"`
-	CtxSwitchesPerReq float64 `json:"ctx_switches_per_req"`
-	ServerNote        string  `json:"server_note,omitempty"`
+	// LoopSyscalls is the server's own count of its event-loop syscalls
+	// over the window (io_uring_enter, epoll_wait; ringecho -stats-file):
+	// a lower bound, for when perf is missing. -1: not measured.
+	LoopSyscalls       int64   `json:"loop_syscalls"`
+	LoopSyscallsPerReq float64 `json:"loop_syscalls_per_req"`
+	CtxSwitches        int64   `json:"ctx_switches"`
+	CtxSwitchesPerReq  float64 `json:"ctx_switches_per_req"`
+	ServerNote         string  `json:"server_note,omitempty"`
 
 	// The rest of the machine over the window, to tell a clean run from
 	// one that shared its CPUs: this process's CPU (cores), all CPUs busy
@@ -329,6 +344,10 @@ func (r *result) writeText(w io.Writer) {
 			fmt.Fprintf(bw, "server syscalls   %.3f per request (%d in %.3fs)\n", r.SyscallsPerReq, r.Syscalls, r.SyscallsWindowS)
 		} else {
 			fmt.Fprintf(bw, "server syscalls   -1 (%s)\n", r.SyscallsNote)
+		}
+		if r.LoopSyscalls >= 0 {
+			fmt.Fprintf(bw, "loop syscalls     %.3f per request (%d; the library's own count: io_uring_enter and epoll_wait only)\n",
+				r.LoopSyscallsPerReq, r.LoopSyscalls)
 		}
 		fmt.Fprintf(bw, "server ctx sw     %.3f per request (%d)\n", r.CtxSwitchesPerReq, r.CtxSwitches)
 		if r.ServerNote != "" {
@@ -511,6 +530,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		OfferedRate: cfg.rate, WarmupS: cfg.warmup.Seconds(),
 		ServerPID: cfg.serverPID, Syscalls: -1, SyscallsPerReq: -1,
 		ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, CtxSwitchesPerReq: -1,
+		LoopSyscalls: -1, LoopSyscallsPerReq: -1,
 	}
 	if cfg.serverPID != 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", cfg.serverPID)); err != nil {
@@ -642,6 +662,11 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		go func() { perfc <- runPerf(perfCtx, cfg.perf, cfg.serverPID, cfg.duration) }()
 		before, beforeErr = sampleProc(cfg.serverPID)
 	}
+	var loopBefore loopTotals
+	var loopErr error
+	if cfg.serverStats != "" {
+		loopBefore, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, 0)
+	}
 	selfBefore, selfBeforeErr := sampleProc(os.Getpid())
 	statBefore, statBeforeErr := readCPUStat()
 	sh.phase.Store(phaseMeasure)
@@ -655,6 +680,10 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	selfAfter, selfAfterErr := sampleProc(os.Getpid())
 	statAfter, statAfterErr := readCPUStat()
 	window := time.Since(t0)
+	var loopAfter loopTotals
+	if cfg.serverStats != "" && loopErr == nil {
+		loopAfter, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq)
+	}
 	sh.phase.Store(phaseTail)
 	var pr perfResult
 	if perfc != nil {
@@ -736,6 +765,16 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		}
 		if gone > 0 {
 			notes = append(notes, fmt.Sprintf("%d server threads exited during the window; their CPU time in it is missing", gone))
+		}
+	}
+	if cfg.serverStats != "" {
+		if loopErr != nil {
+			notes = append(notes, "library counters: "+loopErr.Error())
+		} else {
+			res.LoopSyscalls = int64(loopAfter.Syscalls - loopBefore.Syscalls)
+			if res.Requests > 0 {
+				res.LoopSyscallsPerReq = float64(res.LoopSyscalls) / float64(res.Requests)
+			}
 		}
 	}
 	res.ServerNote = strings.Join(notes, "; ")
@@ -863,6 +902,45 @@ func (s procSample) since(b procSample) (cpuNS, ctxsw int64, gone int) {
 		}
 	}
 	return cpuNS, ctxsw, gone
+}
+
+// loopTotals is the part of ringecho's -stats-file that ringload reads.
+type loopTotals struct {
+	Seq      uint64 `json:"seq"`
+	Syscalls uint64 `json:"syscalls"`
+}
+
+// readLoopTotals asks the server for its counters (SIGUSR1) and waits, at
+// most 2 s, for a dump in path newer than afterSeq and than the one there
+// before the signal (left by an earlier run).
+func readLoopTotals(pid int, path string, afterSeq uint64) (loopTotals, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		var old loopTotals
+		if json.Unmarshal(b, &old) == nil {
+			afterSeq = max(afterSeq, old.Seq)
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		return loopTotals{}, fmt.Errorf("signalling server %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var t loopTotals
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &t)
+		}
+		if err == nil && t.Seq > afterSeq {
+			return t, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("no new dump (seq still %d)", t.Seq)
+			}
+			return loopTotals{}, fmt.Errorf("%s: %w", path, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // cpuStat is the machine's CPU time from the "cpu" line of /proc/stat, in

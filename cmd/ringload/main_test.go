@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -406,6 +409,7 @@ func TestRunBadFlags(t *testing.T) {
 		{"-rate", "-5"},
 		{"-rate", "NaN"},
 		{"-proto", "rpc", "-size", "20000000"},
+		{"-server-stats", "/tmp/x.json"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -500,5 +504,56 @@ func TestRunPerfMissing(t *testing.T) {
 	r := runPerf(context.Background(), "/nonexistent/perf", os.Getpid(), 10*time.Millisecond)
 	if r.err == nil {
 		t.Fatalf("runPerf with a missing binary: %+v", r)
+	}
+}
+
+// TestLoopTotals plays ringecho's part of -stats-file in this process:
+// on SIGUSR1 it writes a dump with a growing sequence number, and the
+// load's window gets the difference of two dumps.
+func TestLoopTotals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stats.json")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		var seq uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-sig:
+			}
+			seq++
+			b, _ := json.Marshal(loopTotals{Seq: seq, Syscalls: 1000 * seq})
+			os.WriteFile(path+".tmp", b, 0o644)
+			os.Rename(path+".tmp", path)
+		}
+	}()
+	cfg := testConfig(startStd(t, "echo"))
+	cfg.serverPID, cfg.serverStats = os.Getpid(), path
+	cfg.warmup, cfg.duration = 0, 200*time.Millisecond
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two dumps, 1000 apart.
+	if res.LoopSyscalls != 1000 || res.LoopSyscallsPerReq <= 0 {
+		t.Errorf("loop syscalls %d (%v per request), want 1000; note %q", res.LoopSyscalls, res.LoopSyscallsPerReq, res.ServerNote)
+	}
+	// A second run finds the old dump and waits for newer ones.
+	res, err = load(context.Background(), cfg)
+	if err != nil || res.LoopSyscalls != 1000 {
+		t.Errorf("second run: %v, loop syscalls %d", err, res.LoopSyscalls)
+	}
+	// A server that never answers: the counters are missing, said why.
+	stale := filepath.Join(t.TempDir(), "none.json")
+	signal.Ignore(syscall.SIGUSR1)
+	defer signal.Reset(syscall.SIGUSR1)
+	cfg.serverStats = stale
+	res, err = load(context.Background(), cfg)
+	if err != nil || res.LoopSyscalls != -1 || !strings.Contains(res.ServerNote, "library counters") {
+		t.Errorf("no dump: %v, loop syscalls %d, note %q", err, res.LoopSyscalls, res.ServerNote)
 	}
 }
