@@ -24,9 +24,9 @@
 //
 // -rate R caps the offered load at R requests per second over all
 // connections: each connection sends a batch on a fixed schedule, the
-// schedules spread evenly, and a batch that is late does not move the
-// schedule (so the rate holds on average). Latency is measured from the
-// actual send. At a fixed rate, servers are compared on the CPU and
+// schedules spread evenly; a connection that falls more than one interval
+// behind skips the slots it missed instead of bursting, so the offered rate
+// is a ceiling. Latency is measured from the actual send. At a fixed rate, servers are compared on the CPU and
 // syscalls they spend per request rather than on how fast the one-core load
 // generator goes.
 //
@@ -434,9 +434,14 @@ func (w *worker) loop(sh *shared) {
 	next := w.start
 	for seq := uint64(0); sh.phase.Load() != phaseStop; seq += uint64(depth) {
 		if w.interval > 0 {
-			// The schedule is fixed (start + i*interval), so a late
-			// batch is followed by early ones and the offered rate holds.
-			if d := time.Until(next); d > 0 {
+			// The schedule is fixed (start + i*interval): a batch a
+			// little late is sent at once and the next ones keep their
+			// slots. A connection more than an interval behind drops
+			// the slots it missed rather than burst to catch up, so the
+			// offered rate is a ceiling.
+			if d := time.Until(next); d < -w.interval {
+				next = time.Now()
+			} else if d > 0 {
 				if pace == nil {
 					pace = time.NewTimer(d)
 				} else {
