@@ -161,6 +161,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.src, err = findSource(*src); err != nil {
 		return bad(err)
 	}
+	// Absolute, since builds run in other directories.
+	if cfg.out, err = filepath.Abs(cfg.out); err != nil {
+		return bad(fmt.Errorf("-out: %w", err))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -24,9 +24,10 @@
 //
 // -rate R caps the offered load at R requests per second over all
 // connections: each connection sends a batch on a fixed schedule, the
-// schedules spread evenly; a connection that falls more than one interval
-// behind skips the slots it missed instead of bursting, so the offered rate
-// is a ceiling. Latency is measured from the actual send. At a fixed rate, servers are compared on the CPU and
+// schedules spread evenly; a connection may fall up to max(interval, 2 ms)
+// behind (Go's timers are coarse) and catch up, and one further behind
+// skips the slots it missed instead of bursting, so the offered rate is a
+// ceiling. Latency is measured from the actual send. At a fixed rate, servers are compared on the CPU and
 // syscalls they spend per request rather than on how fast the one-core load
 // generator goes.
 //
@@ -436,10 +437,12 @@ func (w *worker) loop(sh *shared) {
 		if w.interval > 0 {
 			// The schedule is fixed (start + i*interval): a batch a
 			// little late is sent at once and the next ones keep their
-			// slots. A connection more than an interval behind drops
-			// the slots it missed rather than burst to catch up, so the
-			// offered rate is a ceiling.
-			if d := time.Until(next); d < -w.interval {
+			// slots. An idle Go program's timers fire about 1 ms late
+			// at best, so a connection may fall up to max(interval,
+			// 2 ms) behind and catch up; one further behind drops the
+			// slots it missed rather than burst, so the offered rate is
+			// a ceiling.
+			if d := time.Until(next); d < -max(w.interval, 2*time.Millisecond) {
 				next = time.Now()
 			} else if d > 0 {
 				if pace == nil {

@@ -297,9 +297,9 @@ func TestLoadModes(t *testing.T) {
 }
 
 // TestLoadRate: with -rate the generator never sends ahead of its
-// schedule and never bursts to catch up, so it cannot exceed the offered
-// rate by more than two batches per connection (one due at the window's
-// edge, one sent late within its interval of slack).
+// schedule and catches up on at most max(interval, 2 ms) of it, so it
+// cannot exceed the offered rate by more than two batches per connection
+// here (interval 2 ms: one due at the window's edge, one sent late).
 func TestLoadRate(t *testing.T) {
 	cfg := testConfig(startStd(t, "echo"))
 	cfg.rate = 2000
