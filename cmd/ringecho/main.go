@@ -21,7 +21,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
@@ -113,22 +113,6 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	return serveConns(ctx, ln, serve, *grace, log)
 }
 
-// loopTotals is what -stats-file holds: the loops' counters summed, and
-// Seq, which counts the dumps, so a reader can tell a fresh one.
-type loopTotals struct {
-	Seq uint64 `json:"seq"`
-	// Syscalls is every event-loop syscall the library counts:
-	// io_uring_enter calls and epoll_wait calls. Writers' own send calls,
-	// wake-ups and the Go runtime's syscalls are not in it.
-	Syscalls   uint64 `json:"syscalls"`
-	Enters     uint64 `json:"enters"`
-	EpollWaits uint64 `json:"epoll_waits"`
-	SQEs       uint64 `json:"sqes"`
-	CQEs       uint64 `json:"cqes"`
-	BytesIn    uint64 `json:"bytes_in"`
-	BytesOut   uint64 `json:"bytes_out"`
-}
-
 // dumpStatsOnSignal writes the listener's loop counters to path on every
 // SIGUSR1 (written to a temporary file and renamed, so a reader never sees
 // half of it). It returns a function that stops it.
@@ -145,7 +129,7 @@ func dumpStatsOnSignal(ln *ringpoll.Listener, path string, log *slog.Logger) fun
 			case <-sig:
 			}
 			seq++
-			t := loopTotals{Seq: seq}
+			t := benchfmt.LoopTotals{Seq: seq}
 			for _, s := range ln.Stats() {
 				t.Enters += s.Enters()
 				t.EpollWaits += s.EpollWaits
@@ -155,13 +139,7 @@ func dumpStatsOnSignal(ln *ringpoll.Listener, path string, log *slog.Logger) fun
 				t.BytesOut += s.BytesOut
 			}
 			t.Syscalls = t.Enters + t.EpollWaits
-			b, _ := json.Marshal(t)
-			tmp := path + ".tmp"
-			if err := os.WriteFile(tmp, b, 0o644); err != nil {
-				log.Warn("ringecho: writing stats", "err", err)
-				continue
-			}
-			if err := os.Rename(tmp, path); err != nil {
+			if err := benchfmt.WriteLoopTotals(path, t); err != nil {
 				log.Warn("ringecho: writing stats", "err", err)
 			}
 		}

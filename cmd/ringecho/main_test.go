@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
@@ -216,11 +215,11 @@ func TestRingechoStatsFile(t *testing.T) {
 		if err := syscall.Kill(syscall.Getpid(), syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
-		var got loopTotals
+		var got benchfmt.LoopTotals
 		deadline := time.Now().Add(5 * time.Second)
 		for got.Seq < want && time.Now().Before(deadline) {
-			if b, err := os.ReadFile(path); err == nil {
-				json.Unmarshal(b, &got)
+			if t, err := benchfmt.ReadLoopTotals(path); err == nil {
+				got = t
 			}
 			time.Sleep(time.Millisecond)
 		}

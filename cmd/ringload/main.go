@@ -93,6 +93,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 	"github.com/ringpoll/ringpoll/internal/hdr"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
@@ -670,7 +671,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		go func() { perfc <- runPerf(perfCtx, cfg.perf, cfg.serverPID, cfg.duration) }()
 		before, beforeErr = sampleProc(cfg.serverPID)
 	}
-	var loopBefore loopTotals
+	var loopBefore benchfmt.LoopTotals
 	var loopErr error
 	if cfg.serverStats != "" {
 		loopBefore, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, 0)
@@ -688,7 +689,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	selfAfter, selfAfterErr := sampleProc(os.Getpid())
 	statAfter, statAfterErr := readCPUStat()
 	window := time.Since(t0)
-	var loopAfter loopTotals
+	var loopAfter benchfmt.LoopTotals
 	if cfg.serverStats != "" && loopErr == nil {
 		loopAfter, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq)
 	}
@@ -912,40 +913,27 @@ func (s procSample) since(b procSample) (cpuNS, ctxsw int64, gone int) {
 	return cpuNS, ctxsw, gone
 }
 
-// loopTotals is the part of ringecho's -stats-file that ringload reads.
-type loopTotals struct {
-	Seq      uint64 `json:"seq"`
-	Syscalls uint64 `json:"syscalls"`
-}
-
 // readLoopTotals asks the server for its counters (SIGUSR1) and waits, at
 // most 2 s, for a dump in path newer than afterSeq and than the one there
 // before the signal (left by an earlier run).
-func readLoopTotals(pid int, path string, afterSeq uint64) (loopTotals, error) {
-	if b, err := os.ReadFile(path); err == nil {
-		var old loopTotals
-		if json.Unmarshal(b, &old) == nil {
-			afterSeq = max(afterSeq, old.Seq)
-		}
+func readLoopTotals(pid int, path string, afterSeq uint64) (benchfmt.LoopTotals, error) {
+	if old, err := benchfmt.ReadLoopTotals(path); err == nil {
+		afterSeq = max(afterSeq, old.Seq)
 	}
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
-		return loopTotals{}, fmt.Errorf("signalling server %d: %w", pid, err)
+		return benchfmt.LoopTotals{}, fmt.Errorf("signalling server %d: %w", pid, err)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		var t loopTotals
-		b, err := os.ReadFile(path)
-		if err == nil {
-			err = json.Unmarshal(b, &t)
-		}
+		t, err := benchfmt.ReadLoopTotals(path)
 		if err == nil && t.Seq > afterSeq {
 			return t, nil
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
-				err = fmt.Errorf("no new dump (seq still %d)", t.Seq)
+				err = fmt.Errorf("%s: no new dump (seq still %d)", path, t.Seq)
 			}
-			return loopTotals{}, fmt.Errorf("%s: %w", path, err)
+			return benchfmt.LoopTotals{}, err
 		}
 		time.Sleep(time.Millisecond)
 	}

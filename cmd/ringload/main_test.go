@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
@@ -527,9 +528,7 @@ func TestLoopTotals(t *testing.T) {
 			case <-sig:
 			}
 			seq++
-			b, _ := json.Marshal(loopTotals{Seq: seq, Syscalls: 1000 * seq})
-			os.WriteFile(path+".tmp", b, 0o644)
-			os.Rename(path+".tmp", path)
+			benchfmt.WriteLoopTotals(path, benchfmt.LoopTotals{Seq: seq, Syscalls: 1000 * seq})
 		}
 	}()
 	cfg := testConfig(startStd(t, "echo"))

@@ -1,11 +1,15 @@
-// Package benchfmt is the record format ringbench writes and its chart
-// renderer (in the bench module) reads: one JSON object per line, a Run per
-// measured repeat and a Summary per cell of the matrix.
+// Package benchfmt holds the formats the benchmark programs share: the
+// records ringbench writes and its chart renderer (in the bench module)
+// reads, one JSON object per line, a Run per measured repeat and a Summary
+// per cell of the matrix; and LoopTotals, the loop counters ringecho dumps
+// for ringload.
 package benchfmt
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 )
 
@@ -128,4 +132,50 @@ type Summary struct {
 	// echoes that came back wrong. Both should be 0.
 	Errors       int `json:"errors"`
 	VerifyErrors int `json:"verify_errors"`
+}
+
+// LoopTotals is what `ringecho -stats-file` writes on SIGUSR1 and
+// `ringload -server-stats` reads: the server's event-loop counters, summed
+// over its loops, and Seq, which counts the dumps so a reader can tell a
+// fresh one from an old.
+type LoopTotals struct {
+	Seq uint64 `json:"seq"`
+	// Syscalls is every event-loop syscall the library counts:
+	// io_uring_enter and epoll_wait calls. Writers' own send calls,
+	// wake-ups and the Go runtime's syscalls are not in it, so it is a
+	// lower bound on the server's syscalls.
+	Syscalls   uint64 `json:"syscalls"`
+	Enters     uint64 `json:"enters"`
+	EpollWaits uint64 `json:"epoll_waits"`
+	SQEs       uint64 `json:"sqes"`
+	CQEs       uint64 `json:"cqes"`
+	BytesIn    uint64 `json:"bytes_in"`
+	BytesOut   uint64 `json:"bytes_out"`
+}
+
+// WriteLoopTotals writes t to path as JSON, through a temporary file and a
+// rename, so a reader never sees half of it.
+func WriteLoopTotals(path string, t LoopTotals) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadLoopTotals reads what WriteLoopTotals wrote.
+func ReadLoopTotals(path string) (LoopTotals, error) {
+	var t LoopTotals
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return t, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
 }

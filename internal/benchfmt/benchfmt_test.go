@@ -2,6 +2,9 @@ package benchfmt
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +39,26 @@ func TestGroup(t *testing.T) {
 	c = Cell{Scenario: "rpc", Mode: "pipeline", Depth: 8, Rate: 40000, Server: "std", Conns: 10, Size: 512}
 	if g := c.Group(); g != "rpc-pipeline8-512B-rate40000" {
 		t.Errorf("Group = %q", g)
+	}
+}
+
+func TestLoopTotals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stats.json")
+	if _, err := ReadLoopTotals(path); err == nil {
+		t.Error("reading a missing file succeeded")
+	}
+	want := LoopTotals{Seq: 3, Syscalls: 10, Enters: 7, EpollWaits: 3, SQEs: 9, CQEs: 11, BytesIn: 1, BytesOut: 2}
+	if err := WriteLoopTotals(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLoopTotals(path)
+	if err != nil || got != want {
+		t.Errorf("round trip: %+v, %v; want %+v", got, err, want)
+	}
+	if err := os.WriteFile(path, []byte("{half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadLoopTotals(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a torn file: %v, want an error naming it", err)
 	}
 }
