@@ -30,7 +30,8 @@ const (
 )
 
 // palette is the Okabe-Ito colorblind-safe set without its yellow, which
-// is hard to see on white.
+// is hard to see on white, plus a purple, so that all eight servers of
+// ringbench -full get colors of their own.
 var palette = []color.Color{
 	color.RGBA{0, 0, 0, 255},       // black
 	color.RGBA{230, 159, 0, 255},   // orange
@@ -39,6 +40,7 @@ var palette = []color.Color{
 	color.RGBA{0, 114, 178, 255},   // blue
 	color.RGBA{213, 94, 0, 255},    // vermillion
 	color.RGBA{204, 121, 167, 255}, // reddish purple
+	color.RGBA{117, 112, 179, 255}, // purple
 }
 
 // glyphs are the point shapes, filled and outlined alternately.
