@@ -92,16 +92,19 @@ func (p *progress) done(run benchfmt.Run) {
 	defer p.mu.Unlock()
 	p.n++
 	var what string
+	bad := run.Err != ""
 	if lr, ok := decode(run); ok {
 		what = fmt.Sprintf("%.0f req/s, p99 %.0f µs, %.2f µs CPU/req", lr.ReqPerS, lr.P99us, lr.ServerCPUusPerReq)
 		if lr.VerifyErrors > 0 {
 			what += fmt.Sprintf(", %d VERIFY ERRORS", lr.VerifyErrors)
+			bad = true
 		}
 	} else {
 		what = "failed: " + run.Err
 	}
 	if p.tty {
-		if run.Err != "" {
+		// Runs that went wrong stay on screen, above the status line.
+		if bad {
 			fmt.Fprintf(p.w, "\r\033[K%s: %s\n", describe(run.Repeat, run.Cell), what)
 		}
 		p.redraw()
