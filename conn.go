@@ -32,6 +32,12 @@ type Conn struct {
 	processing atomic.Bool
 	inputSeq   atomic.Uint64 // bumped by the loop on each input batch
 	process    func()
+	// Set by Server.Shutdown: draining stops the handler being called (new
+	// input is dropped); lingerEnd, once the writing side is shut down, is
+	// when the connection is closed even if the peer has not closed (Unix
+	// nanoseconds; 0 before).
+	draining  atomic.Bool
+	lingerEnd atomic.Int64
 }
 
 var _ interface {

@@ -35,6 +35,9 @@ func (c *Conn) runHandler() bool {
 		if c.fd.Closing() {
 			return false
 		}
+		if c.draining.Load() {
+			return c.dropInput()
+		}
 		before := c.fd.Len()
 		if before == 0 {
 			if c.fd.InputEnded() {
@@ -57,4 +60,20 @@ func (c *Conn) runHandler() bool {
 			return true // wait for more input
 		}
 	}
+}
+
+// dropInput consumes and releases the input of a connection the Server is
+// shutting down: requests that arrive after its last reply are not served,
+// and input must keep flowing so the peer's close can be seen. It closes
+// the connection once the peer has closed.
+func (c *Conn) dropInput() bool {
+	if n := c.fd.Len(); n > 0 {
+		c.fd.Skip(n)
+	}
+	c.fd.Release()
+	if c.fd.InputEnded() {
+		c.Close()
+		return false
+	}
+	return true
 }

@@ -156,10 +156,18 @@ func (s *Server) forget(c *Conn) {
 	s.mu.Unlock()
 }
 
-// Shutdown stops the Server gracefully: it closes the listeners, lets
-// running handlers finish and queued output drain, closes each connection
-// once it is quiet, and returns when all are closed. If ctx ends first, it
-// closes the rest at once and returns ctx's error.
+// lingerTimeout bounds how long Shutdown waits, after a connection's last
+// reply, for the peer to close before closing the connection itself (as
+// net/http waits before closing a connection it shut down for writing).
+const lingerTimeout = 500 * time.Millisecond
+
+// Shutdown stops the Server gracefully: it closes the listeners, stops
+// calling the handler for new input, lets running handlers finish and their
+// output drain, then closes each connection: it shuts down the writing side
+// (the peer reads every reply, then EOF) and closes once the peer closes,
+// or after half a second. Every request a handler consumed gets its whole
+// reply. Shutdown returns when all connections are closed; if ctx ends
+// first, it closes the rest at once and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -172,7 +180,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if s.closeQuiet() == 0 {
+		if s.drain() == 0 {
 			return nil
 		}
 		select {
@@ -185,10 +193,39 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// closeQuiet closes connections with no running handler and no queued
-// output, and returns how many connections remain open.
-func (s *Server) closeQuiet() int {
-	return s.closeIf(func(c *Conn) bool { return !c.processing.Load() && c.fd.Quiet() })
+// drain moves each connection along its graceful close and returns how
+// many were open. Closing a connection at once would lose replies: with
+// input unread in the socket, close(2) resets the connection, and the
+// kernel drops the replies it has not delivered yet.
+func (s *Server) drain() int {
+	s.mu.Lock()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	now := time.Now().UnixNano()
+	for _, c := range conns {
+		c.draining.Store(true)
+		end := c.lingerEnd.Load()
+		switch {
+		case end == 0 && !c.processing.Load() && c.fd.Quiet():
+			// The last reply is out and no handler can start another.
+			c.lingerEnd.Store(now + int64(lingerTimeout))
+			if c.fd.InputEnded() && c.fd.Len() == 0 {
+				c.Close() // the peer is gone already
+				continue
+			}
+			go func() {
+				if c.CloseWrite() != nil {
+					c.Close()
+				}
+			}()
+		case end != 0 && now > end:
+			c.Close()
+		}
+	}
+	return len(conns)
 }
 
 func (s *Server) closeAll() {

@@ -111,7 +111,7 @@ func TestServer(t *testing.T) {
 			}
 		}},
 		{"shutdown-idle", func(t *testing.T, e Engine) {
-			// Idle connections are closed at once; their peers read EOF.
+			// Idle connections are shut down at once; their peers read EOF.
 			srv, ln, serveErr := tsStartServer(t, e, tsEchoHandler)
 			var clients []net.Conn
 			for range 5 {

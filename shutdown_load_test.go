@@ -1,0 +1,188 @@
+package ringpoll
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestShutdownUnderLoad: Shutdown while clients pipeline requests as fast
+// as they can. Every request the server read gets its whole reply (the
+// count of replies a client got equals the count of its requests the
+// handler consumed, and no reply is cut short), Shutdown returns within its
+// context, and nothing leaks (TestMain checks goroutines and fds; here,
+// every provided buffer is back).
+func TestShutdownUnderLoad(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		const clients = 32
+		var consumed sync.Map // client address -> *atomic.Int64
+		handler := func(ctx context.Context, c *Conn) error {
+			n, _ := consumed.LoadOrStore(c.RemoteAddr().String(), new(atomic.Int64))
+			r, w := c.Reader(), c.Writer()
+			answered := false
+			for r.Len() >= 4 {
+				h, err := r.Peek(4)
+				if err != nil {
+					return err
+				}
+				size := int(binary.BigEndian.Uint32(h))
+				if r.Len() < 4+size {
+					break
+				}
+				req, err := r.Next(4 + size)
+				if err != nil {
+					return err
+				}
+				out, err := w.Malloc(4 + size)
+				if err != nil {
+					return err
+				}
+				copy(out, req)
+				n.(*atomic.Int64).Add(1)
+				answered = true
+			}
+			if !answered {
+				return nil
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return r.Release()
+		}
+		srv, err := NewServer(handler, WithEngine(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln := listen(t, e, "tcp")
+		serveErr := make(chan error, 1)
+		go func() { serveErr <- srv.Serve(ln) }()
+
+		results := make(chan shutdownResult, clients)
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results <- shutdownClient(ln.Addr().String(), i)
+			}()
+		}
+		time.Sleep(300 * time.Millisecond) // load builds up
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		err = srv.Shutdown(ctx)
+		took := time.Since(t0)
+		t.Logf("Shutdown: %v after %v", err, took)
+		if took > 6*time.Second {
+			t.Errorf("Shutdown took %v with a 5 s context", took)
+		}
+		wg.Wait()
+		close(results)
+		for r := range results {
+			if r.mismatch != "" || r.partial != 0 {
+				t.Errorf("client %s: mismatch %q, %d bytes of a cut reply", r.addr, r.mismatch, r.partial)
+			}
+			var read int64
+			if n, ok := consumed.Load(r.addr); ok {
+				read = n.(*atomic.Int64).Load()
+			}
+			if r.replies != read {
+				t.Errorf("client %s: the server read %d requests, the client got %d replies (sent %d; ended by %v)",
+					r.addr, read, r.replies, r.sent, r.err)
+			}
+		}
+		if err := <-serveErr; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		for _, s := range ln.Stats() {
+			if s.BuffersOut != 0 {
+				t.Errorf("loop %d: %d provided buffers still out after Shutdown", s.Loop, s.BuffersOut)
+			}
+		}
+	})
+}
+
+// shutdownResult is what one client of TestShutdownUnderLoad saw.
+type shutdownResult struct {
+	addr     string // the client's address, the server's RemoteAddr
+	sent     int64  // requests written
+	replies  int64  // whole, correct replies read
+	partial  int    // bytes of a reply cut short at the end
+	mismatch string // a reply that differs from its request
+	err      error  // what ended the reading
+}
+
+// shutdownClient pipelines length-prefixed requests on one connection
+// until the server closes it (at most 10 s), checking every reply.
+func shutdownClient(addr string, id int) (res shutdownResult) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer c.Close()
+	res.addr = c.LocalAddr().String()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	sizes := make(chan int, 1<<16) // payload sizes sent, in order
+	frame := func(seq int64, size int) []byte {
+		b := make([]byte, 4+size)
+		binary.BigEndian.PutUint32(b, uint32(size))
+		for i := range size {
+			b[4+i] = byte(int64(id)*31 + seq*7 + int64(i))
+		}
+		return b
+	}
+	var sent atomic.Int64
+	go func() {
+		defer close(sizes)
+		for seq := int64(0); ; seq++ {
+			size := 16 + int(seq*97+int64(id)*13)%8000
+			if _, err := c.Write(frame(seq, size)); err != nil {
+				return
+			}
+			sent.Add(1)
+			select {
+			case sizes <- size:
+			default:
+				return // far ahead of the replies: stop sending
+			}
+		}
+	}()
+	hdr := make([]byte, 4)
+	for seq := int64(0); ; seq++ {
+		size, ok := <-sizes
+		if !ok {
+			// The writer stopped; replies may still come.
+			size = -1
+		}
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				res.partial = 1
+			}
+			res.err = err
+			break
+		}
+		n := int(binary.BigEndian.Uint32(hdr))
+		body := make([]byte, n)
+		if k, err := io.ReadFull(c, body); err != nil {
+			res.partial = 4 + k
+			res.err = err
+			break
+		}
+		if want := frame(seq, max(size, 0))[4:]; size < 0 || !bytes.Equal(body, want) {
+			res.mismatch = fmt.Sprintf("reply %d: %d bytes, want %d", seq, n, size)
+			break
+		}
+		res.replies++
+	}
+	res.sent = sent.Load()
+	return res
+}
