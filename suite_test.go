@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -51,6 +53,11 @@ func TestMain(m *testing.M) {
 	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
 		ln.Close()
 	}
+	// So does os/signal its loop goroutine on the first Notify (the fuzzing
+	// engine calls it): start that too.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR2)
+	signal.Stop(sig)
 	g0, fd0 := runtime.NumGoroutine(), countFDs()
 	code := m.Run()
 	if code == 0 {
