@@ -1,0 +1,136 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestMemoryFlood: clients that write up to 1 GiB each to an echo server
+// and never read, and clients that flood a slow handler, must not make the
+// server's memory grow past its per-connection bound: the input mark (held
+// input), once more the input mark (Reader.Next of input spread over
+// several buffers returns a contiguous copy), and the output mark, 12 MiB
+// with the defaults. The Go heap is sampled throughout, with 4 flooding
+// connections; the bound allows 16 MiB for everything else in the process
+// (the clients' write buffers, the buffer free lists, the test's own
+// allocations). Measured here: epoll, whose input lives on the heap, peaks
+// at about 12 MiB per connection; the io_uring engines, whose input is in
+// the provided-buffer arena, at 2-10 MiB.
+func TestMemoryFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for seconds")
+	}
+	const (
+		clients = 4
+		perConn = 2*DefaultInputHighWater + DefaultOutputHighWater
+		bound   = clients*perConn + 16<<20
+	)
+	slow := func(ctx context.Context, c *Conn) error {
+		// 4 KiB per call, 1 ms apart: about 4 MB/s.
+		time.Sleep(time.Millisecond)
+		r := c.Reader()
+		_, err := r.Next(min(r.Len(), 4<<10))
+		return err
+	}
+	echo := func(ctx context.Context, c *Conn) error {
+		r, w := c.Reader(), c.Writer()
+		b, err := r.Next(r.Len())
+		if err != nil {
+			return err
+		}
+		if _, err := w.WriteBinary(b); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, tc := range []struct {
+			name    string
+			handler Handler
+		}{{"never-reads", echo}, {"slow-handler", slow}} {
+			t.Run(tc.name, func(t *testing.T) {
+				srv, err := NewServer(tc.handler, WithEngine(e))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln := listen(t, e, "tcp")
+				go srv.Serve(ln)
+				defer func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					srv.Shutdown(ctx)
+				}()
+				base := heapInuse()
+				var peak atomic.Uint64
+				stop := make(chan struct{})
+				sampled := make(chan struct{})
+				go func() {
+					defer close(sampled)
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(10 * time.Millisecond):
+						}
+						if h := heapInuse(); h > peak.Load() {
+							peak.Store(h)
+						}
+					}
+				}()
+				// Each client writes for 3 s or until 1 GiB; a write that
+				// stalls (the server's flow control) is retried until then.
+				var sent atomic.Int64
+				var wg sync.WaitGroup
+				for range clients {
+					c, err := net.Dial("tcp", ln.Addr().String())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						chunk := make([]byte, 1<<20)
+						end := time.Now().Add(3 * time.Second)
+						for n := int64(0); n < 1<<30 && time.Now().Before(end); {
+							c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+							k, err := c.Write(chunk)
+							n += int64(k)
+							sent.Add(int64(k))
+							if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(stop)
+				<-sampled
+				grew := int64(peak.Load()) - int64(base)
+				t.Logf("%d clients sent %d MiB; heap grew at most %.1f MiB, %.1f MiB per connection (bound %d MiB)",
+					clients, sent.Load()>>20, float64(grew)/(1<<20), float64(grew)/clients/(1<<20), perConn>>20)
+				if grew > bound {
+					t.Errorf("the heap grew %d bytes, over the bound of %d", grew, bound)
+				}
+				if sent.Load() >= clients<<30 && tc.name == "never-reads" {
+					t.Errorf("the server took 1 GiB per client from clients that read nothing: flow control failed")
+				}
+			})
+		}
+	})
+}
+
+// heapInuse returns the bytes in in-use heap spans after a collection.
+func heapInuse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
