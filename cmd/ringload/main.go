@@ -58,6 +58,11 @@
 // on an otherwise idle machine, so a large value marks a run that shared its
 // CPUs with other work.
 //
+// With -slowloris N it also holds N more connections, each sending one
+// byte every 1-2 s and checking its echo (slowloris clients), through the
+// whole run; they are reported apart and not measured, so a run with and one
+// without them show what the crowd costs the other clients.
+//
 // Every loop is bounded: connections carry a deadline past the end of the
 // run, and when the window closes any connection still blocked is cut off.
 // Connection errors are counted and reported, never fatal. The exit status
@@ -117,6 +122,7 @@ type config struct {
 	dialTimeout time.Duration // per connection
 	perf        string        // perf binary; "" looks it up in PATH
 	serverStats string        // ringecho's -stats-file; "": none
+	slowloris   int           // extra connections dribbling a byte every 1-2 s, not measured
 }
 
 // headerLen is the connection id and sequence number at the start of every
@@ -145,6 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring")
 	duration := fs.Duration("duration", 10*time.Second, "measurement window")
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
+	slowloris := fs.Int("slowloris", 0, "also hold this many connections that each send one byte every 1-2 s and check its echo (slowloris clients; not measured)")
 	serverStats := fs.String("server-stats", "", "with -server-pid: the server's ringecho -stats-file, to count the library's own event-loop syscalls (SIGUSR1 asks for it)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	serveStdFlag := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
@@ -192,6 +199,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		duration:    *duration,
 		serverPID:   *serverPID,
 		serverStats: *serverStats,
+		slowloris:   *slowloris,
 		dialTimeout: 5 * time.Second,
 	}
 	if err := cfg.check(); err != nil {
@@ -249,6 +257,8 @@ func (c config) check() error {
 		return fmt.Errorf("-duration %v: want more than 0", c.duration)
 	case c.serverPID < 0:
 		return fmt.Errorf("-server-pid %d: want a PID", c.serverPID)
+	case c.slowloris < 0 || c.slowloris > 100000:
+		return fmt.Errorf("-slowloris %d: want 0 to 100000", c.slowloris)
 	case c.serverStats != "" && c.serverPID == 0:
 		return errors.New("-server-stats needs -server-pid (the server to signal)")
 	}
@@ -304,6 +314,13 @@ type result struct {
 	CtxSwitches        int64   `json:"ctx_switches"`
 	CtxSwitchesPerReq  float64 `json:"ctx_switches_per_req"`
 	ServerNote         string  `json:"server_note,omitempty"`
+
+	// Slowloris clients (-slowloris): connected, bytes dribbled and
+	// echoed correctly, and errors (a wrong echo counts as one).
+	SlowlorisConns      int    `json:"slowloris_conns"`
+	SlowlorisBytes      int64  `json:"slowloris_bytes"`
+	SlowlorisErrors     int64  `json:"slowloris_errors"`
+	FirstSlowlorisError string `json:"first_slowloris_error,omitempty"`
 
 	// The rest of the machine over the window, to tell a clean run from
 	// one that shared its CPUs: this process's CPU (cores), all CPUs busy
@@ -361,6 +378,9 @@ func (r *result) writeText(w io.Writer) {
 		fmt.Fprintf(bw, "first verify err  %s\n", r.FirstVerifyError)
 	}
 	fmt.Fprintf(bw, "conn errors       %d dial, %d I/O\n", r.DialErrors, r.IOErrors)
+	if r.SlowlorisConns > 0 {
+		fmt.Fprintf(bw, "slowloris         %d conns, %d bytes echoed, %d errors\n", r.SlowlorisConns, r.SlowlorisBytes, r.SlowlorisErrors)
+	}
 	if r.FirstError != "" {
 		fmt.Fprintf(bw, "first conn error  %s\n", r.FirstError)
 	}
@@ -590,6 +610,19 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 	defer closeAll()
+
+	// The slowloris crowd, connected before the load starts.
+	crowd, err := startSlowloris(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		crowd.stop()
+		res.SlowlorisConns, res.SlowlorisBytes, res.SlowlorisErrors = crowd.conns, crowd.bytes.Load(), crowd.errs.Load()
+		if p := crowd.firstErr.Load(); p != nil {
+			res.FirstSlowlorisError = *p
+		}
+	}()
 
 	// A deadline well past the end, so no worker outlives the run even if
 	// the server stops answering.

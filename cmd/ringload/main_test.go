@@ -412,6 +412,7 @@ func TestRunBadFlags(t *testing.T) {
 		{"-rate", "NaN"},
 		{"-proto", "rpc", "-size", "20000000"},
 		{"-server-stats", "/tmp/x.json"},
+		{"-slowloris", "-1"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -555,5 +556,24 @@ func TestLoopTotals(t *testing.T) {
 	res, err = load(context.Background(), cfg)
 	if err != nil || res.LoopSyscalls != -1 || !strings.Contains(res.ServerNote, "library counters") {
 		t.Errorf("no dump: %v, loop syscalls %d, note %q", err, res.LoopSyscalls, res.ServerNote)
+	}
+}
+
+// TestLoadSlowloris: the slowloris crowd connects, dribbles bytes whose
+// echoes are checked, and is not counted in the measurement.
+func TestLoadSlowloris(t *testing.T) {
+	cfg := testConfig(startStd(t, "echo"))
+	cfg.slowloris = 50
+	cfg.warmup, cfg.duration = 0, 2500*time.Millisecond
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every connection's first byte is due within 2 s.
+	if res.SlowlorisConns != 50 || res.SlowlorisBytes < 50 || res.SlowlorisErrors != 0 {
+		t.Errorf("slowloris: %d conns, %d bytes, %d errors (%s)", res.SlowlorisConns, res.SlowlorisBytes, res.SlowlorisErrors, res.FirstSlowlorisError)
+	}
+	if res.Requests == 0 || res.VerifyErrors != 0 {
+		t.Errorf("the measured load: %+v", *res)
 	}
 }
