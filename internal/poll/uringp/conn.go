@@ -47,13 +47,22 @@ type conn struct {
 	tearing  bool       // cancelling; no new requests; under sendMu
 	ring     *sendRing  // uring-sqpoll: the ring this conn sends on
 
-	iov  [][]byte
-	msg  uring.Msghdr
-	vecs [maxIov]uring.Iovec
-	pin  runtime.Pinner
+	iov    [][]byte
+	gather *sendGather // made on the first send of more than one slice
+	pin    runtime.Pinner
 	// reactor scratch
 	sendIov  [][]byte
 	sendVecs *poll.Iovecs
+}
+
+// sendGather is the scratch of a gathered send (SENDMSG): the message
+// header and its iovecs, which the kernel reads while the send is in
+// flight. A connection gets one on its first send of more than one slice,
+// so idle connections and those whose sends fit one slice do not carry its
+// 1 KiB.
+type sendGather struct {
+	msg  uring.Msghdr
+	vecs [maxIov]uring.Iovec
 }
 
 // attach gives c a slot and starts its input.
@@ -255,11 +264,15 @@ func (l *loop) prepSend(sqe *uring.SQE, c *conn) {
 	if len(c.iov) == 1 {
 		sqe.PrepSend(c.fd.Sysfd, c.iov[0], flags)
 	} else {
-		for i, p := range c.iov {
-			c.vecs[i] = uring.Iovec{Base: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p)))), Len: uint64(len(p))}
+		if c.gather == nil {
+			c.gather = new(sendGather)
 		}
-		c.msg = uring.Msghdr{Iov: uint64(uintptr(unsafe.Pointer(&c.vecs[0]))), Iovlen: uint64(len(c.iov))}
-		sqe.PrepSendmsg(c.fd.Sysfd, &c.msg, flags)
+		g := c.gather
+		for i, p := range c.iov {
+			g.vecs[i] = uring.Iovec{Base: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p)))), Len: uint64(len(p))}
+		}
+		g.msg = uring.Msghdr{Iov: uint64(uintptr(unsafe.Pointer(&g.vecs[0]))), Iovlen: uint64(len(c.iov))}
+		sqe.PrepSendmsg(c.fd.Sysfd, &g.msg, flags)
 	}
 	sqe.UserData = userData(kindSend, c.gen, c.slot)
 	c.sendBusy = true
