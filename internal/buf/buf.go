@@ -46,7 +46,9 @@ import (
 //     the mutex).
 //
 // Discard frees the tail too, so it may only be called once no producer
-// runs any more (the connection is closed).
+// runs any more (the connection is closed). Shrink frees a drained tail,
+// so it is only for buffers whose producer calls WriteSpace under the
+// mutex as well (every buffer of a connection does).
 type LinkBuffer struct {
 	head *node // oldest node not yet freed
 	read *node // node holding the next readable byte (nodes before it are drained)
@@ -212,6 +214,23 @@ func (b *LinkBuffer) Slices(dst [][]byte, max int) [][]byte {
 		}
 	}
 	return dst
+}
+
+// Shrink frees the tail node once everything in it was consumed and
+// released, so an idle buffer holds no memory (the next write takes a node
+// from the pool again). Unlike Release it moves the tail, so the producer
+// must call WriteSpace under the mutex too; Shrink keeps a tail whose free
+// area a WriteSpace handed out and Commit has not yet published.
+func (b *LinkBuffer) Shrink() {
+	t := b.tail
+	if t == nil || b.head != t || t.r != t.w || t.off != t.w {
+		return // unread or unreleased bytes
+	}
+	if b.spaceLen > 0 && b.pending == nil {
+		return // the producer may be writing into its free area
+	}
+	b.head, b.read, b.tail = nil, nil, nil
+	freeNode(t)
 }
 
 // Release frees every node that is fully consumed and is not the tail,

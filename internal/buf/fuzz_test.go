@@ -56,7 +56,7 @@ func (m *fuzzModel) step(r *opReader) {
 	t, b := m.t, m.b
 	op := r.byte()
 	full := len(m.data) > maxModel
-	switch op % 15 {
+	switch op % 16 {
 	case 0: // small Append
 		if n := r.byte(); !full {
 			b.Append(m.produce(n))
@@ -160,9 +160,17 @@ func (m *fuzzModel) step(r *opReader) {
 	case 14: // WriteSpace then Commit(0)
 		b.WriteSpace(r.u16())
 		b.Commit(0)
+	case 15: // Release, then Shrink
+		m.checkNexts()
+		b.Release()
+		m.nexts = m.nexts[:0]
+		b.Shrink()
+		if b.Len() == 0 && b.Held() != 0 {
+			t.Fatalf("Shrink with nothing readable left Held %d", b.Held())
+		}
 	}
 	if b.Len() != len(m.data) || b.Held() < b.Len() {
-		t.Fatalf("op %d: Len %d Held %d, model %d", op%15, b.Len(), b.Held(), len(m.data))
+		t.Fatalf("op %d: Len %d Held %d, model %d", op%16, b.Len(), b.Held(), len(m.data))
 	}
 }
 

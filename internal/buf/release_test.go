@@ -223,3 +223,56 @@ func TestZeroAllocSteadyState(t *testing.T) {
 	}
 	b.Discard()
 }
+
+// TestShrink: Shrink frees a drained, released tail, so an idle buffer
+// holds no node; it keeps a tail with unread or unreleased bytes, and one
+// whose free area a WriteSpace handed out; after it the buffer works as
+// before.
+func TestShrink(t *testing.T) {
+	b := New()
+	b.Append([]byte("hello"))
+	b.Shrink()
+	if b.tail == nil || b.Len() != 5 {
+		t.Fatal("Shrink freed a tail with unread bytes")
+	}
+	b.Next(5)
+	b.Shrink()
+	if b.tail == nil {
+		t.Fatal("Shrink freed a tail whose bytes a Next slice may still use")
+	}
+	b.Release()
+	b.Shrink()
+	if b.head != nil || b.tail != nil || b.read != nil || b.Held() != 0 {
+		t.Fatal("a drained, released tail was kept")
+	}
+	// Outstanding space in the tail: kept.
+	b.Append([]byte("ab"))
+	b.Next(2)
+	b.Release()
+	sp := b.WriteSpace(10)
+	b.Shrink()
+	if b.tail == nil {
+		t.Fatal("Shrink freed the tail under an outstanding WriteSpace")
+	}
+	copy(sp, "0123456789")
+	b.Commit(10)
+	if got := b.Next(10); string(got) != "0123456789" {
+		t.Fatalf("after a kept tail: %q", got)
+	}
+	b.Release()
+	// Outstanding space in a new, unlinked node: the drained tail goes,
+	// and Commit links the new node as the only one.
+	b.Append([]byte("xy"))
+	b.Next(2)
+	b.Release()
+	sp = b.WriteSpace(1 << 20)
+	b.Shrink()
+	if b.tail != nil {
+		t.Fatal("the drained tail was kept though the space is in another node")
+	}
+	copy(sp, "zz")
+	b.Commit(2)
+	if got := b.Next(2); string(got) != "zz" || b.Len() != 0 {
+		t.Fatalf("after Commit into a fresh node: %q, Len %d", got, b.Len())
+	}
+}
