@@ -158,6 +158,7 @@ func (fd *FD) Read(p []byte) (int, error) {
 	}
 	n := fd.in.ReadInto(p)
 	fd.in.Release()
+	fd.in.Shrink()
 	fd.unlockInput()
 	return n, nil
 }
@@ -222,6 +223,7 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 func (fd *FD) Release() {
 	fd.inMu.Lock()
 	fd.in.Release()
+	fd.in.Shrink() // an idle connection keeps no input buffer
 	fd.unlockInput()
 }
 

@@ -29,6 +29,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	empty = left == 0
 	if empty {
 		fd.loopOwns = false
+		fd.out.Shrink() // nor an output buffer
 	}
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
@@ -80,7 +81,7 @@ type bufSource struct{ b *buf.LinkBuffer }
 
 func (s bufSource) len() int                     { return s.b.Len() }
 func (s bufSource) slices(dst [][]byte) [][]byte { return s.b.Slices(dst, maxIov) }
-func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release() }
+func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release(); s.b.Shrink() }
 
 // Write sends p. It returns once every byte is in the kernel or copied into
 // the output queue, blocking while the queue is above the output high-water
