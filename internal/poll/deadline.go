@@ -10,15 +10,23 @@ import (
 // deadline set while they block takes effect at once, and a deadline moved
 // into the future re-opens the channel for the next wait. This is the shape
 // of net.Pipe's deadline, which nettest.TestConn exercises.
+//
+// A deadline never set has no channel: wait returns nil, which blocks
+// forever, so an idle connection without deadlines carries none.
 type deadline struct {
 	mu     sync.Mutex
 	timer  *time.Timer
-	cancel chan struct{} // closed when the deadline has passed
+	cancel chan struct{} // closed when the deadline has passed; nil: none set
 }
 
-func newDeadline() *deadline {
-	return &deadline{cancel: make(chan struct{})}
-}
+// expiredChan is closed from the start: the cancel channel of a deadline
+// set in the past before it ever had one. It is never closed again: set
+// closes only channels it made.
+var expiredChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // set arms the deadline for t; the zero time disarms it.
 // Safe for concurrent use.
@@ -33,24 +41,28 @@ func (d *deadline) set(t time.Time) {
 	closed := isClosedChan(d.cancel)
 	if t.IsZero() {
 		if closed {
-			d.cancel = make(chan struct{})
+			d.cancel = nil
 		}
 		return
 	}
 	if dur := time.Until(t); dur > 0 {
-		if closed {
+		if closed || d.cancel == nil {
 			d.cancel = make(chan struct{})
 		}
 		c := d.cancel
 		d.timer = time.AfterFunc(dur, func() { close(c) })
 		return
 	}
-	if !closed {
+	switch {
+	case d.cancel == nil:
+		d.cancel = expiredChan
+	case !closed:
 		close(d.cancel)
 	}
 }
 
-// wait returns the channel that is closed when the deadline passes.
+// wait returns the channel that is closed when the deadline passes, or nil
+// (never ready) when none is set.
 func (d *deadline) wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()

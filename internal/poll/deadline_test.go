@@ -22,7 +22,7 @@ func TestDeadline(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDeadline()
+			d := new(deadline)
 			for _, rel := range tc.steps {
 				if rel == 0 {
 					d.set(time.Time{})
@@ -59,7 +59,7 @@ func TestDeadline(t *testing.T) {
 // A waiter that took the channel before the deadline was moved into the
 // past must be released: this is how SetReadDeadline unblocks a Read.
 func TestDeadlineMovedWhileWaiting(t *testing.T) {
-	d := newDeadline()
+	d := new(deadline)
 	d.set(time.Now().Add(time.Hour))
 	c := d.wait()
 	done := make(chan struct{})
@@ -69,5 +69,37 @@ func TestDeadlineMovedWhileWaiting(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not released when the deadline moved into the past")
+	}
+}
+
+// TestDeadlineLazy: a deadline never set has no channel (its wait never
+// fires); set in the past, it shares the pre-closed channel; cleared and
+// set again, it gets channels of its own, and the shared one stays closed.
+func TestDeadlineLazy(t *testing.T) {
+	var d deadline
+	if d.wait() != nil || d.expired() {
+		t.Fatal("a deadline never set has a channel or has expired")
+	}
+	d.set(time.Now().Add(-time.Second))
+	if !d.expired() || d.wait() != expiredChan {
+		t.Fatal("a past deadline on a fresh deadline did not take the pre-closed channel")
+	}
+	d.set(time.Time{})
+	if d.expired() || d.wait() != nil {
+		t.Fatal("clearing an expired deadline did not clear it")
+	}
+	d.set(time.Now().Add(20 * time.Millisecond))
+	c := d.wait()
+	if c == nil || c == expiredChan || d.expired() {
+		t.Fatal("a future deadline has no channel of its own, or has expired")
+	}
+	select {
+	case <-c:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the deadline never fired")
+	}
+	d.set(time.Now().Add(-time.Second))
+	if !d.expired() || !isClosedChan(expiredChan) {
+		t.Fatal("re-expiring failed, or the shared channel reopened")
 	}
 }

@@ -66,7 +66,7 @@ type FD struct {
 	closing   chan struct{}
 	finalized chan struct{}
 
-	rd, wd     *deadline
+	rd, wd     deadline
 	lastActive atomic.Int64 // monotonic ns, for the idle timeout
 	idleTimer  atomic.Pointer[time.Timer]
 }
@@ -82,8 +82,6 @@ func NewFD(sysfd int, cfg Config) *FD {
 		writable:  make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 		finalized: make(chan struct{}),
-		rd:        newDeadline(),
-		wd:        newDeadline(),
 	}
 	return fd
 }
