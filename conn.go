@@ -122,6 +122,20 @@ func (c *Conn) CloseRead() error {
 	return c.opError("close", c.fd.CloseRead())
 }
 
+// unacked returns the bytes written to the socket that the peer has not
+// acknowledged yet (SIOCOUTQ), or 0 if that cannot be read.
+func (c *Conn) unacked() int {
+	n := 0
+	c.fd.Control(func(s int) error {
+		v, err := unix.IoctlGetInt(s, unix.SIOCOUTQ)
+		if err == nil {
+			n = v
+		}
+		return err
+	})
+	return n
+}
+
 // LocalAddr returns the local address.
 func (c *Conn) LocalAddr() net.Addr { return c.laddr }
 

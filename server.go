@@ -157,17 +157,19 @@ func (s *Server) forget(c *Conn) {
 }
 
 // lingerTimeout bounds how long Shutdown waits, after a connection's last
-// reply, for the peer to close before closing the connection itself (as
-// net/http waits before closing a connection it shut down for writing).
+// reply reached the peer, for the peer to close before closing the
+// connection itself (as net/http waits before closing a connection it shut
+// down for writing).
 const lingerTimeout = 500 * time.Millisecond
 
 // Shutdown stops the Server gracefully: it closes the listeners, stops
 // calling the handler for new input, lets running handlers finish and their
 // output drain, then closes each connection: it shuts down the writing side
 // (the peer reads every reply, then EOF) and closes once the peer closes,
-// or after half a second. Every request a handler consumed gets its whole
-// reply. Shutdown returns when all connections are closed; if ctx ends
-// first, it closes the rest at once and returns ctx's error.
+// or half a second after the peer acknowledged the last reply. Every
+// request a handler consumed gets its whole reply. Shutdown returns when
+// all connections are closed; if ctx ends first, it closes the rest at
+// once and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -222,6 +224,12 @@ func (s *Server) drain() int {
 				}
 			}()
 		case end != 0 && now > end:
+			if c.unacked() > 0 {
+				// Replies still in the socket (a slow reader): a close
+				// now would reset the connection and drop them.
+				c.lingerEnd.Store(now + int64(lingerTimeout))
+				continue
+			}
 			c.Close()
 		}
 	}
