@@ -309,7 +309,17 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 			return
 		}
 	default:
-		c.fd.OutputError(errno("sendmsg", cqe.Res))
+		err := errno("sendmsg", cqe.Res)
+		c.fd.OutputError(err)
+		if cqe.Res == -int32(unix.ECONNRESET) || cqe.Res == -int32(unix.EPIPE) {
+			// The peer reset the connection: input is over too. The
+			// multishot receive should end with the same error, but on
+			// 6.18 it was seen to miss that wake-up after input had been
+			// paused and resumed, leaving readers waiting for ever
+			// (cmd/ringsoak TestReproLostReset).
+			c.fd.InputError(err)
+			c.fd.InputReady()
+		}
 	}
 	if l.isTearing(c) {
 		l.maybeFinalize(c)
