@@ -11,12 +11,12 @@ import (
 // into the future re-opens the channel for the next wait. This is the shape
 // of net.Pipe's deadline, which nettest.TestConn exercises.
 //
-// A deadline never set has no channel: wait returns nil, which blocks
-// forever, so an idle connection without deadlines carries none.
+// The channel is made on first use (a wait or a set), so a connection
+// that never waits and never sets a deadline carries none.
 type deadline struct {
 	mu     sync.Mutex
 	timer  *time.Timer
-	cancel chan struct{} // closed when the deadline has passed; nil: none set
+	cancel chan struct{} // closed when the deadline has passed; nil until first used
 }
 
 // expiredChan is closed from the start: the cancel channel of a deadline
@@ -61,17 +61,23 @@ func (d *deadline) set(t time.Time) {
 	}
 }
 
-// wait returns the channel that is closed when the deadline passes, or nil
-// (never ready) when none is set.
+// wait returns the channel that is closed when the deadline passes. A
+// waiter holds on to it, so it is made here if need be: a deadline set in
+// the past while the waiter blocks must close this very channel.
 func (d *deadline) wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.cancel == nil {
+		d.cancel = make(chan struct{})
+	}
 	return d.cancel
 }
 
 // expired reports whether the deadline has passed.
 func (d *deadline) expired() bool {
-	return isClosedChan(d.wait())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel != nil && isClosedChan(d.cancel)
 }
 
 func isClosedChan(c <-chan struct{}) bool {

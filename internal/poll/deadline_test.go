@@ -72,20 +72,31 @@ func TestDeadlineMovedWhileWaiting(t *testing.T) {
 	}
 }
 
-// TestDeadlineLazy: a deadline never set has no channel (its wait never
-// fires); set in the past, it shares the pre-closed channel; cleared and
+// TestDeadlineLazy: a deadline never used has no channel and has not
+// expired; set in the past, it shares the pre-closed channel; cleared and
 // set again, it gets channels of its own, and the shared one stays closed.
+// A waiter that took the channel before any deadline was set is woken by a
+// deadline set in the past.
 func TestDeadlineLazy(t *testing.T) {
 	var d deadline
-	if d.wait() != nil || d.expired() {
-		t.Fatal("a deadline never set has a channel or has expired")
+	if d.cancel != nil || d.expired() || d.cancel != nil {
+		t.Fatal("a deadline never used has a channel or has expired")
 	}
+	w := d.wait()
+	d.set(time.Now().Add(-time.Second))
+	select {
+	case <-w:
+	default:
+		t.Fatal("a waiter from before the first set was not woken by a past deadline")
+	}
+	d.set(time.Time{})
+	d = deadline{}
 	d.set(time.Now().Add(-time.Second))
 	if !d.expired() || d.wait() != expiredChan {
 		t.Fatal("a past deadline on a fresh deadline did not take the pre-closed channel")
 	}
 	d.set(time.Time{})
-	if d.expired() || d.wait() != nil {
+	if d.expired() || d.cancel != nil {
 		t.Fatal("clearing an expired deadline did not clear it")
 	}
 	d.set(time.Now().Add(20 * time.Millisecond))
