@@ -74,7 +74,16 @@ func TestShutdownUnderLoad(t *testing.T) {
 				results <- shutdownClient(ln.Addr().String(), i)
 			}()
 		}
-		time.Sleep(300 * time.Millisecond) // load builds up
+		// Shutdown once the load is under way: the handler has answered
+		// a good number of requests.
+		tsEventually(t, "the load to build up", func() bool {
+			var n int64
+			consumed.Range(func(_, v any) bool {
+				n += v.(*atomic.Int64).Load()
+				return true
+			})
+			return n >= 2000
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		t0 := time.Now()

@@ -55,7 +55,13 @@ func TestProgress(t *testing.T) {
 	var tty lockedBuffer
 	p = newProgress(&tty, true, 2, 2, time.Second)
 	p.start(1, cell)
-	time.Sleep(300 * time.Millisecond) // at least one redraw by the ticker
+	// The ticker redraws the status line.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(tty.String(), "[0/2] "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no status line drawn: %q", tty.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	p.done(ok)
 	p.done(failed)
 	p.finish()

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -503,6 +504,7 @@ func TestStop(t *testing.T) {
 				// A client that keeps sending while the server stops.
 				busyDone := make(chan struct{})
 				busy := dial(t, srv)
+				var busyWrites atomic.Int64
 				go func() {
 					defer close(busyDone)
 					payload := make([]byte, 1000)
@@ -510,10 +512,17 @@ func TestStop(t *testing.T) {
 						if _, err := busy.Write(frame(payload)); err != nil {
 							return
 						}
+						busyWrites.Add(1)
 					}
 				}()
 				go func() { _, _ = io.Copy(io.Discard, busy) }()
-				time.Sleep(50 * time.Millisecond)
+				// Stop while the busy client is sending.
+				for deadline := time.Now().Add(5 * time.Second); busyWrites.Load() < 20; {
+					if time.Now().After(deadline) {
+						t.Fatal("the busy client never got going")
+					}
+					time.Sleep(time.Millisecond)
+				}
 
 				stopTestServer(t, srv)
 
