@@ -39,34 +39,13 @@ func TestMemoryFlood(t *testing.T) {
 		_, err := r.Next(min(r.Len(), 4<<10))
 		return err
 	}
-	echo := func(ctx context.Context, c *Conn) error {
-		r, w := c.Reader(), c.Writer()
-		b, err := r.Next(r.Len())
-		if err != nil {
-			return err
-		}
-		if _, err := w.WriteBinary(b); err != nil {
-			return err
-		}
-		return w.Flush()
-	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, tc := range []struct {
 			name    string
 			handler Handler
-		}{{"never-reads", echo}, {"slow-handler", slow}} {
+		}{{"never-reads", tsEchoHandler}, {"slow-handler", slow}} {
 			t.Run(tc.name, func(t *testing.T) {
-				srv, err := NewServer(tc.handler, WithEngine(e))
-				if err != nil {
-					t.Fatal(err)
-				}
-				ln := listen(t, e, "tcp")
-				go srv.Serve(ln)
-				defer func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					srv.Shutdown(ctx)
-				}()
+				_, ln, _ := tsStartServer(t, e, tc.handler, WithEngine(e))
 				base := heapInuse()
 				var peak atomic.Uint64
 				stop := make(chan struct{})
