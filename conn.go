@@ -58,17 +58,10 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		c.process = c.serve
 		c.fd.OnInput = c.schedule
 	}
-	if srv != nil && !srv.adopt(c) {
-		unix.Close(sysfd)
-		return nil, ErrServerClosed
-	}
 	if !r.retain() {
 		// The engine stopped: registering would hand the socket to a loop
 		// that is shutting down, which would close it under the caller.
 		unix.Close(sysfd)
-		if srv != nil {
-			srv.forget(c)
-		}
 		return nil, net.ErrClosed
 	}
 	c.fd.OnFinalize = func() {
@@ -79,13 +72,27 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 	}
 	if err := r.eng.Register(c.fd); err != nil {
 		unix.Close(sysfd)
-		if srv != nil {
-			srv.forget(c)
-		}
 		r.release()
 		return nil, err
 	}
 	c.fd.StartIdleTimer()
+	// The Server sees the connection only once it is registered: Shutdown
+	// may close it at once, from another goroutine.
+	if srv != nil {
+		if !srv.adopt(c) {
+			c.Close()
+			return nil, ErrServerClosed
+		}
+		// A handler may have closed the connection, and the loop finalized
+		// it, before adopt: its forget came too early, so forget it here.
+		// (Finalize closes Done before it calls OnFinalize, so one of the
+		// two forgets comes after adopt.)
+		select {
+		case <-c.fd.Done():
+			srv.forget(c)
+		default:
+		}
+	}
 	return c, nil
 }
 

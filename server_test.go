@@ -7,9 +7,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -496,6 +498,55 @@ func TestOptionsIdleTimeoutTiny(t *testing.T) {
 			}
 			if pc, err := plain.AcceptConn(); err == nil {
 				pc.Close()
+			}
+		}
+	})
+}
+
+// TestShutdownDuringAccept: Shutdown while Serve is still accepting a burst
+// of connections. A connection accepted as Shutdown runs is either closed
+// by Shutdown or refused by Serve, never touched half set up (the race
+// detector checks), and every client sees its connection end.
+func TestShutdownDuringAccept(t *testing.T) {
+	const rounds, clients = 10, 32
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for round := range rounds {
+			srv, ln, serveErr := tsStartServer(t, e, tsEchoHandler, WithEngine(e))
+			ends := make(chan error, clients)
+			for range clients {
+				go func() {
+					c, err := net.DialTimeout("tcp", ln.Addr().String(), tsTimeout)
+					if err != nil {
+						ends <- err // the listener closed first
+						return
+					}
+					defer c.Close()
+					c.SetReadDeadline(time.Now().Add(tsTimeout))
+					b, err := io.ReadAll(c)
+					if err == nil && len(b) > 0 {
+						err = fmt.Errorf("read %q from a server that got no request", b)
+					}
+					ends <- err
+				}()
+			}
+			tsEventually(t, "the first connection", func() bool {
+				srv.mu.Lock()
+				defer srv.mu.Unlock()
+				return len(srv.conns) > 0
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: Shutdown: %v", round, err)
+			}
+			if err := tsRecv(t, serveErr, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+				t.Fatalf("round %d: Serve returned %v, want ErrServerClosed", round, err)
+			}
+			for range clients {
+				err := tsRecv(t, ends, "a client to see its connection end")
+				if err != nil && !tsReadReset(err) && !errors.Is(err, syscall.ECONNREFUSED) {
+					t.Errorf("round %d: a client ended with %v, want EOF, a reset or a refusal", round, err)
+				}
 			}
 		}
 	})
