@@ -32,6 +32,8 @@ type Conn struct {
 	processing atomic.Bool
 	inputSeq   atomic.Uint64 // bumped by the loop on each input batch
 	process    func()
+	inline     bool        // WithInlineHandler: the loop runs the handler
+	heldBack   atomic.Bool // inline: output above the high-water mark
 	// Set by Server.Shutdown: draining stops the handler being called (new
 	// input is dropped); lingerEnd, once the writing side is shut down, is
 	// when the connection is closed even if the peer has not closed (Unix
@@ -57,6 +59,11 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		c.srv = srv
 		c.process = c.serve
 		c.fd.OnInput = c.schedule
+		if cfg.inline {
+			c.inline = true
+			c.fd.NoBlock = true
+			c.fd.OnDrained = c.outputDrained
+		}
 	}
 	if !r.retain() {
 		// The engine stopped: registering would hand the socket to a loop

@@ -26,11 +26,19 @@
 //	})
 //	srv.Serve(ln)
 //
+// With WithInlineHandler, a Server calls the handler on the event loop
+// itself, as gnet does: no hand-off to a goroutine, for handlers that are
+// quick and never wait. Their reads of input that has not arrived fail with
+// ErrWouldBlock, which, returned, makes the Server call again when more
+// comes.
+//
 // # Engines
 //
-// WithEngine selects the engine: EngineEpoll, the classic reactor, or, in a
-// later version, the io_uring engines. EngineAuto (the default) picks the
-// best available; the environment variable RINGPOLL_ENGINE overrides it.
+// WithEngine selects the engine: EngineEpoll, the classic reactor, or one
+// of the io_uring engines (EngineUring, EngineUringHybrid,
+// EngineUringReactor, EngineUringSQPoll). EngineAuto (the default) picks
+// EngineUring where io_uring works and EngineEpoll otherwise; the
+// environment variable RINGPOLL_ENGINE overrides it.
 //
 // # Limits
 //

@@ -75,6 +75,49 @@ func ExampleNewServer() {
 	// Output: echo: ping
 }
 
+// An inline handler runs on the event loop, so it must not wait: Until on
+// a line not yet whole fails with ErrWouldBlock, and the handler, returning
+// it, is called again when more input arrives.
+func ExampleWithInlineHandler() {
+	ln, err := ringpoll.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv, err := ringpoll.NewServer(func(ctx context.Context, c *ringpoll.Conn) error {
+		r, w := c.Reader(), c.Writer()
+		for {
+			line, err := r.Until('\n')
+			if err != nil {
+				return err // ErrWouldBlock: back to the loop until more comes
+			}
+			w.WriteString("echo: ")
+			w.WriteBinary(line)
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}, ringpoll.WithInlineHandler())
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "pi")
+	fmt.Fprint(c, "ng\npong\n")
+	reply := make([]byte, 24)
+	io.ReadFull(c, reply)
+	fmt.Print(string(reply))
+	// Output:
+	// echo: ping
+	// echo: pong
+}
+
 // Choosing an engine by name, as a flag or config file would give it.
 func ExampleParseEngine() {
 	e, err := ringpoll.ParseEngine("epoll")

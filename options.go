@@ -34,6 +34,7 @@ type config struct {
 	idle      time.Duration
 	drain     time.Duration
 	logger    *slog.Logger
+	inline    bool
 	ring      ringTuning
 	err       error
 }
@@ -155,6 +156,32 @@ func (c *config) setDuration(dst *time.Duration, option string, d time.Duration)
 		return
 	}
 	*dst = d
+}
+
+// WithInlineHandler makes a Server call its handler on the connection's
+// event loop goroutine, as gnet and a C event loop do, instead of handing
+// each batch of input to a pooled goroutine. That saves the hand-off (on
+// the io_uring engines, two thread switches, since a loop keeps its OS
+// thread), at a price: every connection of that loop waits while the
+// handler runs, so it must be quick and must never block. Its connections
+// never wait:
+//
+//   - a read that needs more input than has arrived (Reader.Next, Peek,
+//     Skip, Until, or Conn.Read with nothing buffered) fails at once with
+//     an error matching ErrWouldBlock. A handler that returns that error is
+//     called again when more input arrives; input it consumed before stays
+//     consumed, so Peek a frame's header and Next it only once it is whole;
+//   - Flush and Write queue their output whatever its size. While the queue
+//     is above the output high-water mark the Server calls the handler no
+//     more for that connection (its input waits, and the loop stops
+//     reading at the input high-water mark), and resumes under half of it;
+//   - CloseWrite with output still queued fails with ErrWouldBlock.
+//
+// Deadlines do not apply. Work that may block (a database call, a big
+// computation) belongs on a goroutine of its own, which writes through the
+// Writer when done. Listen and Dial ignore this option.
+func WithInlineHandler() Option {
+	return func(c *config) { c.inline = true }
 }
 
 // WithLogger sets the logger for rare events (an engine starting, a fallback,

@@ -1,14 +1,41 @@
 package ringpoll
 
+import "errors"
+
 // The per-connection side of a Server: scheduling the handler on input.
 
 // schedule runs on the loop goroutine after input arrived: it starts the
-// handler on a pooled goroutine unless one is already running.
+// handler on a pooled goroutine unless one is already running, or, inline,
+// runs it here.
 func (c *Conn) schedule() {
 	c.inputSeq.Add(1)
 	if c.processing.CompareAndSwap(false, true) {
+		if c.inline {
+			c.serve()
+			return
+		}
 		c.srv.pool.Go(c.process)
 	}
+}
+
+// outputDrained runs on the loop goroutine when the output queue fell to
+// its low-water mark: an inline handler held back by a full queue runs
+// again.
+func (c *Conn) outputDrained() {
+	if c.heldBack.Load() && c.heldBack.CompareAndSwap(true, false) {
+		c.schedule()
+	}
+}
+
+// holdBack reports whether an inline handler must wait for its output to
+// drain before it runs again; outputDrained then runs it.
+func (c *Conn) holdBack() bool {
+	if !c.inline || !c.fd.OutputFull() {
+		return false
+	}
+	c.heldBack.Store(true)
+	// Output sent since the check would have found heldBack unset.
+	return c.fd.OutputFull() || !c.heldBack.CompareAndSwap(true, false)
 }
 
 // serve runs the handler while there is input it makes progress on, then
@@ -46,9 +73,12 @@ func (c *Conn) runHandler() bool {
 			}
 			return true
 		}
+		if c.holdBack() {
+			return true
+		}
 		err := c.srv.handler(c.srv.ctx, c)
 		c.fd.Release()
-		if err != nil {
+		if err != nil && !(c.inline && errors.Is(err, ErrWouldBlock)) {
 			c.Close()
 			return false
 		}

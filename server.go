@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/gopool"
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // Handler serves a connection's input, netpoll style: a Server calls it on a
-// pooled goroutine whenever the connection has unread input, never twice at
-// once for one connection. It reads through c.Reader() and writes through
+// pooled goroutine (or, with WithInlineHandler, on the event loop) whenever
+// the connection has unread input, never twice at once for one connection. It reads through c.Reader() and writes through
 // c.Writer() (or Read and Write). Input the handler consumed is released
 // when it returns. It is called again while input remains and it keeps
 // consuming; once it leaves input unconsumed, it is next called when more
@@ -24,6 +25,12 @@ type Handler func(ctx context.Context, c *Conn) error
 
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("ringpoll: Server closed")
+
+// ErrWouldBlock is matched (errors.Is) by the error of a call that would
+// have to wait, on a connection whose handler runs inline on the event
+// loop (WithInlineHandler). A handler that returns it is called again when
+// more input arrives.
+var ErrWouldBlock = poll.ErrWouldBlock
 
 // Server runs a Handler for the connections of ringpoll listeners. Its
 // methods are safe for concurrent use.

@@ -26,8 +26,8 @@ import (
 // failure instead of a hung test binary.
 const tsTimeout = 20 * time.Second
 
-// tsStyle is one of the two ways to program ringpoll that a test server
-// runs in.
+// tsStyle is one of the ways to program ringpoll that a test server runs
+// in.
 type tsStyle string
 
 const (
@@ -35,16 +35,24 @@ const (
 	tsNetConn tsStyle = "netconn"
 	// tsHandler: a Server running a Handler on the nocopy Reader/Writer.
 	tsHandler tsStyle = "handler"
+	// tsInline: the same Server, its handler run on the event loop
+	// (WithInlineHandler).
+	tsInline tsStyle = "inline"
 )
 
-var tsStyles = []tsStyle{tsNetConn, tsHandler}
+var tsStyles = []tsStyle{tsNetConn, tsHandler, tsInline}
+
+// tsBlockingStyles are the styles whose reads and writes wait: tests of
+// waiting (backpressure by blocking) run in these; an inline handler must
+// never wait, and inline_test.go covers what it does instead.
+var tsBlockingStyles = []tsStyle{tsNetConn, tsHandler}
 
 // tsServer is a test server on a ringpoll Listener in one of the styles.
 type tsServer struct {
 	t        testing.TB
 	ln       *Listener
-	srv      *Server    // tsHandler
-	serveErr chan error // tsHandler: Serve's result
+	srv      *Server    // tsHandler, tsInline
+	serveErr chan error // tsHandler, tsInline: Serve's result
 	acceptWG sync.WaitGroup
 	connWG   sync.WaitGroup
 	mu       sync.Mutex
@@ -101,11 +109,14 @@ func tsServeHandler(t testing.TB, ln *Listener, h Handler, opts ...Option) *tsSe
 	return s
 }
 
-// tsServe starts a server in style: fn for tsNetConn, h for tsHandler.
+// tsServe starts a server in style: fn for tsNetConn, h for the others.
 func tsServe(t testing.TB, ln *Listener, style tsStyle, fn func(c *Conn), h Handler) *tsServer {
 	t.Helper()
-	if style == tsHandler {
+	switch style {
+	case tsHandler:
 		return tsServeHandler(t, ln, h)
+	case tsInline:
+		return tsServeHandler(t, ln, h, WithInlineHandler())
 	}
 	return tsServeConns(t, ln, fn)
 }
@@ -698,7 +709,7 @@ func TestStressPeerReset(t *testing.T) {
 		mode  byte
 	}
 	var rows []row
-	for _, style := range tsStyles {
+	for _, style := range tsBlockingStyles {
 		for _, mode := range []byte{'W', 'R'} {
 			rows = append(rows, row{style, mode})
 		}

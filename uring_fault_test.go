@@ -361,7 +361,7 @@ func ufResetSendHandler(results chan<- ufSendResult) Handler {
 func TestUringPeerResetDuringSend(t *testing.T) {
 	ufNeedUring(t)
 	for _, e := range ufUringEngines {
-		for _, style := range tsStyles {
+		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp")
 				results := make(chan ufSendResult, 1)
@@ -869,7 +869,7 @@ func TestUringPauseByCancel(t *testing.T) {
 	ufNeedUring(t)
 	data := tsRandom(11, 8<<20)
 	for _, e := range ufProactors {
-		for _, style := range tsStyles {
+		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithLoops(1))
 				srv := tsServe(t, ln, style, ufSlowEchoConn, ufSlowEchoHandler)

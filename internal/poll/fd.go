@@ -35,6 +35,16 @@ type FD struct {
 	OnInput func()
 	// OnFinalize, if set, runs once after the descriptor is closed.
 	OnFinalize func()
+	// NoBlock makes the user side never wait, for an FD whose user runs
+	// on the loop goroutine: reads that need more input than has arrived
+	// fail with ErrWouldBlock (after asking the loop for that input),
+	// writes queue past the output high-water mark, and CloseWrite with
+	// output queued fails with ErrWouldBlock. Set before Register.
+	NoBlock bool
+	// OnDrained, if set, runs on the loop goroutine each time sent output
+	// leaves the queue at or under the output low-water mark. It must not
+	// block. Set before Register.
+	OnDrained func()
 	// Private is the engine's per-FD state, set by Register.
 	Private any
 

@@ -119,6 +119,9 @@ func (fd *FD) lockInput(n int) error {
 		if resume {
 			fd.Loop.Resume(fd)
 		}
+		if fd.NoBlock {
+			return ErrWouldBlock
+		}
 		select {
 		case <-fd.readable:
 		case <-fd.rd.wait():

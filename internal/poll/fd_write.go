@@ -34,6 +34,9 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
 		signal(fd.writable)
+		if fd.OnDrained != nil {
+			fd.OnDrained()
+		}
 	}
 	fd.touch()
 	return empty
@@ -50,6 +53,14 @@ func (fd *FD) OutputError(err error) {
 	fd.loopOwns = false
 	fd.outMu.Unlock()
 	signal(fd.writable)
+}
+
+// OutputFull reports whether the output queue is at or above the output
+// high-water mark.
+func (fd *FD) OutputFull() bool {
+	fd.outMu.Lock()
+	defer fd.outMu.Unlock()
+	return fd.out.Len() >= fd.cfg.OutputHighWater
 }
 
 // OutputPending reports whether output is queued for the loop to send.
@@ -133,7 +144,11 @@ func (fd *FD) write(src source) (int, error) {
 			}
 			continue
 		}
-		if room := fd.cfg.OutputHighWater - fd.out.Len(); room > 0 {
+		room := fd.cfg.OutputHighWater - fd.out.Len()
+		if fd.NoBlock {
+			room = src.len() // the user holds back instead (OnDrained)
+		}
+		if room > 0 {
 			total += fd.queue(src, room)
 			kick := !fd.loopOwns
 			fd.loopOwns = true
@@ -227,6 +242,9 @@ func (fd *FD) CloseWrite() error {
 		fd.outMu.Unlock()
 		if idle {
 			return fd.Control(func(s int) error { return Shutdown(s, shutWrite) })
+		}
+		if fd.NoBlock {
+			return ErrWouldBlock
 		}
 		select {
 		case <-fd.writable:

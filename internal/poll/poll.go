@@ -113,4 +113,8 @@ var (
 	ErrBufferFull = errors.New("ringpoll: input high-water mark reached without the delimiter")
 	// ErrWriteClosed is returned by writes after CloseWrite.
 	ErrWriteClosed = errors.New("ringpoll: write after CloseWrite")
+	// ErrWouldBlock is returned, on an FD with NoBlock set, by a read
+	// that needs more input than has arrived and by a CloseWrite that
+	// would wait for output to drain.
+	ErrWouldBlock = errors.New("ringpoll: the call would block the event loop; return from the handler and wait for more input")
 )

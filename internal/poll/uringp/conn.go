@@ -79,6 +79,9 @@ func (l *loop) attach(c *conn) {
 	c.pollIn = l.mode == ModeReactor || isUnixSocket(c.fd.Sysfd)
 	l.conns[c.slot] = c
 	l.live++
+	if !c.fd.NoBlock {
+		l.blockers++
+	}
 	if l.send != nil {
 		c.ring = l.send.pick(c.slot)
 	}
@@ -411,6 +414,9 @@ func (l *loop) maybeFinalize(c *conn) {
 	l.gens[c.slot] = (l.gens[c.slot] + 1) & genMask
 	l.freeSlots = append(l.freeSlots, c.slot)
 	l.live--
+	if !c.fd.NoBlock {
+		l.blockers--
+	}
 	c.fd.DiscardInput()
 	c.fd.Finalize()
 }
