@@ -15,18 +15,23 @@ type server struct {
 	// kind is "ringpoll" (cmd/ringecho with -engine name), "std"
 	// (cmd/ringload -serve-std) or "peer" (bench/cmd/peerecho -impl name).
 	kind string
+	// inline: a ringpoll server named ENGINE-inline runs ringecho
+	// -engine ENGINE -api inline (the handler on the event loop).
+	inline bool
 }
 
 // servers are every server ringbench knows, in report order.
 var servers = []server{
-	{"uring", "ringpoll"},
-	{"uring-hybrid", "ringpoll"},
-	{"uring-reactor", "ringpoll"},
-	{"uring-sqpoll", "ringpoll"},
-	{"epoll", "ringpoll"},
-	{"std", "std"},
-	{"netpoll", "peer"},
-	{"gnet", "peer"},
+	{"uring", "ringpoll", false},
+	{"uring-inline", "ringpoll", true},
+	{"uring-hybrid", "ringpoll", false},
+	{"uring-reactor", "ringpoll", false},
+	{"uring-sqpoll", "ringpoll", false},
+	{"epoll", "ringpoll", false},
+	{"epoll-inline", "ringpoll", true},
+	{"std", "std", false},
+	{"netpoll", "peer", false},
+	{"gnet", "peer", false},
 }
 
 func lookupServer(name string) (server, bool) {
@@ -41,11 +46,11 @@ func lookupServer(name string) (server, bool) {
 // The matrices. The default one finishes in about 3 minutes on 2 cores;
 // -full runs the seeds' whole sweep.
 const (
-	defaultServers = "uring,epoll,std,netpoll,gnet"
+	defaultServers = "uring,uring-inline,epoll,std,netpoll,gnet"
 	defaultConns   = "10,100,500"
 	defaultLoads   = "echo:1024:pp:max,echo:1024:pp:40000"
 
-	fullServers = "uring,uring-hybrid,uring-reactor,uring-sqpoll,epoll,std,netpoll,gnet"
+	fullServers = "uring,uring-inline,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet"
 	fullConns   = "10,50,100,200,300,400,500,1000"
 	fullLoads   = "echo:1024:pp:max,echo:1024:pp:40000,echo:512:pp:max,echo:1024:p16:max,rpc:1024:pp:40000"
 )

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/benchfmt"
@@ -53,7 +54,11 @@ type runner struct {
 func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []string {
 	switch srv.kind {
 	case "ringpoll":
-		return []string{r.bins.ringecho, "-addr", addr, "-engine", srv.name, "-proto", scenario, "-stats-file", statsFile}
+		engine, api := srv.name, "handler"
+		if srv.inline {
+			engine, api = strings.TrimSuffix(srv.name, "-inline"), "inline"
+		}
+		return []string{r.bins.ringecho, "-addr", addr, "-engine", engine, "-api", api, "-proto", scenario, "-stats-file", statsFile}
 	case "std":
 		return []string{r.bins.ringload, "-serve-std", "-addr", addr, "-proto", scenario}
 	default:

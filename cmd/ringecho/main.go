@@ -4,7 +4,9 @@
 //
 // With -api handler (the default) it echoes through a Server handler and the
 // nocopy Reader/Writer; with -api conn it runs a goroutine per accepted
-// net.Conn that copies back what it reads. TCP connections get TCP_NODELAY.
+// net.Conn that copies back what it reads; -api inline is the handler run
+// on the event loop itself (ringpoll.WithInlineHandler). TCP connections
+// get TCP_NODELAY.
 // With -proto rpc it serves ringbench's rpc scenario instead
 // (netpoll-benchmark's RPC rules, internal/rpcframe): length-prefixed
 // requests, each answered, on the handler's pooled goroutine (off the event
@@ -52,7 +54,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:7000", "address to listen on (host:port, or a path with -network unix)")
 	network := fs.String("network", "tcp", "tcp, tcp4, tcp6 or unix")
 	engineName := fs.String("engine", "auto", "engine: auto, epoll, uring, uring-hybrid, uring-reactor, uring-sqpoll")
-	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer) or conn (goroutine per net.Conn)")
+	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn)")
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
@@ -64,8 +66,8 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *api != "handler" && *api != "conn" {
-		return fmt.Errorf("-api %q: want handler or conn", *api)
+	if *api != "handler" && *api != "inline" && *api != "conn" {
+		return fmt.Errorf("-api %q: want handler, inline or conn", *api)
 	}
 	if *proto != "echo" && *proto != "rpc" {
 		return fmt.Errorf("-proto %q: want echo or rpc", *proto)
@@ -99,12 +101,16 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if ready != nil {
 		ready(ln.Addr())
 	}
-	if *api == "handler" {
+	if *api != "conn" {
 		h := echo
 		if *proto == "rpc" {
 			h = rpc
 		}
-		return serveHandler(ctx, ln, h, *grace, log)
+		var sopts []ringpoll.Option
+		if *api == "inline" {
+			sopts = append(sopts, ringpoll.WithInlineHandler())
+		}
+		return serveHandler(ctx, ln, h, sopts, *grace, log)
 	}
 	serve := func(c net.Conn) { io.Copy(c, c) }
 	if *proto == "rpc" {
@@ -205,8 +211,8 @@ func rpc(ctx context.Context, c *ringpoll.Conn) error {
 	return r.Release()
 }
 
-func serveHandler(ctx context.Context, ln *ringpoll.Listener, h ringpoll.Handler, grace time.Duration, log *slog.Logger) error {
-	srv, err := ringpoll.NewServer(h)
+func serveHandler(ctx context.Context, ln *ringpoll.Listener, h ringpoll.Handler, opts []ringpoll.Option, grace time.Duration, log *slog.Logger) error {
+	srv, err := ringpoll.NewServer(h, opts...)
 	if err != nil {
 		return err
 	}

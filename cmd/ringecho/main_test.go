@@ -22,7 +22,7 @@ import (
 // expects a clean return.
 func TestRingecho(t *testing.T) {
 	for _, engine := range []string{"epoll", "uring"} {
-		for _, api := range []string{"handler", "conn"} {
+		for _, api := range []string{"handler", "inline", "conn"} {
 			for _, proto := range []string{"echo", "rpc"} {
 				t.Run(engine+"/"+api+"/"+proto, func(t *testing.T) { testRingecho(t, engine, api, proto) })
 			}
