@@ -29,6 +29,8 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		SQThreadIdle: k.ring.sqIdle,
 		SQThreadCPU:  k.ring.sqCPU,
 		NoRecvLimit:  k.ring.noRecvLimit,
+		Batch:        k.ring.batch,
+		BatchWait:    k.ring.batchWait,
 	})
 }
 

@@ -110,7 +110,7 @@ func ExampleWithInlineHandler() {
 	defer c.Close()
 	fmt.Fprint(c, "pi")
 	fmt.Fprint(c, "ng\npong\n")
-	reply := make([]byte, 24)
+	reply := make([]byte, 22)
 	io.ReadFull(c, reply)
 	fmt.Print(string(reply))
 	// Output:

@@ -33,6 +33,11 @@ func FuzzOptions(f *testing.F) {
 			{"WithSQPollIdle(", sqIdle >= int64(time.Millisecond) && sqIdle <= int64(10*time.Second),
 				WithSQPollIdle(time.Duration(sqIdle))},
 			{"WithSQPollCPU(", sqCPU >= 0 && sqCPU < 1<<16, WithSQPollCPU(sqCPU)},
+			// The ring's count and the SQ idle time, reused: a new fuzz
+			// argument would orphan the kept corpus.
+			{"WithCompletionBatch(", ringCount >= 2 && ringCount <= 4096 &&
+				sqIdle >= int64(time.Microsecond) && sqIdle <= int64(10*time.Millisecond),
+				WithCompletionBatch(ringCount, time.Duration(sqIdle))},
 		}
 		// Rotate the order, so that every option gets to be first.
 		k := int(order) % len(opts)
@@ -61,7 +66,8 @@ func FuzzOptions(f *testing.F) {
 		if c.engine != Engine(engine) || c.loops != loops || c.inHigh != inHigh || c.outHigh != outHigh ||
 			c.idle != time.Duration(idle) || c.drain != time.Duration(drain) ||
 			c.ring.buffers != ringCount || c.ring.bufferSize != ringSize ||
-			c.ring.sqIdle != time.Duration(sqIdle) || c.ring.sqCPU != sqCPU+1 {
+			c.ring.sqIdle != time.Duration(sqIdle) || c.ring.sqCPU != sqCPU+1 ||
+			c.ring.batch != uint32(ringCount) || c.ring.batchWait != time.Duration(sqIdle) {
 			t.Fatalf("options not applied as given: %+v", c)
 		}
 		if pc := c.pollConfig(); pc.InputLowWater > pc.InputHighWater || pc.OutputLowWater > pc.OutputHighWater {

@@ -57,6 +57,8 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn)")
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
+	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")
+	batchWait := fs.Duration("batch-wait", 50*time.Microsecond, "with -batch, the longest a loop waits for the batch once a completion is ready")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
 	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats)")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +78,9 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	opts := []ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}
 	if *loops != 0 {
 		opts = append(opts, ringpoll.WithLoops(*loops))
+	}
+	if *batch != 0 {
+		opts = append(opts, ringpoll.WithCompletionBatch(*batch, *batchWait))
 	}
 	ln, err := ringpoll.Listen(*network, *addr, opts...)
 	if err != nil {

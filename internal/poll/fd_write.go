@@ -36,6 +36,9 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 		signal(fd.writable)
 		if fd.OnDrained != nil {
 			fd.OnDrained()
+			// It may have queued more (an inline handler): the caller
+			// must not take the queue for empty and finish a close.
+			empty = empty && !fd.OutputPending()
 		}
 	}
 	fd.touch()

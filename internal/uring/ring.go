@@ -210,6 +210,15 @@ func (r *Ring) EnterTimeout(toSubmit, wait, flags uint32, d time.Duration) (int,
 	return r.Enter(toSubmit, wait, flags|EnterExtArg, unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg))
 }
 
+// EnterMinWait waits, after submitting toSubmit SQEs, for wait
+// completions, or, once minWait has passed, for any (EnterExtArg with
+// min_wait_usec). It needs FeatMinTimeout (Linux 6.12).
+func (r *Ring) EnterMinWait(toSubmit, wait uint32, minWait time.Duration) (int, error) {
+	w := &r.wait
+	w.arg = GetEventsArg{MinWaitUsec: uint32(minWait / time.Microsecond)}
+	return r.Enter(toSubmit, wait, EnterGetEvents|EnterExtArg, unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg))
+}
+
 // PeekCQE copies up to len(dst) completions into dst and consumes them. It
 // does not enter the kernel: with SetupDeferTaskrun, completions appear only
 // after an Enter with EnterGetEvents.

@@ -69,6 +69,11 @@ type Tuning struct {
 	// kernel that lacks it: input backpressure then cancels the recv
 	// (tests use it to exercise that path).
 	NoRecvLimit bool
+	// Batch, if over 1, is how many completions a sleeping loop waits
+	// for, up to BatchWait (min_wait; ignored on kernels without
+	// IORING_FEAT_MIN_TIMEOUT and by uring-sqpoll).
+	Batch     uint32
+	BatchWait time.Duration
 }
 
 func (t Tuning) withDefaults() Tuning {

@@ -67,6 +67,7 @@ type loop struct {
 	starved   []*conn // multishot recv ended with ENOBUFS
 	draining  map[*conn]time.Time
 	yielded   bool
+	batch     uint32 // Tuning.Batch where the kernel has min_wait; else 0
 	stopping  bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
@@ -131,6 +132,9 @@ func (l *loop) setup() error {
 	if l.mode != ModeSQPoll {
 		// Best effort: saves a file table lookup per enter.
 		l.ring.RegisterRingFD()
+		if l.ring.Params.Features&uring.FeatMinTimeout != 0 {
+			l.batch = l.tuning.Batch
+		}
 	}
 	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		l.evfd = -1
@@ -277,6 +281,8 @@ func (l *loop) submit(wait uint32) {
 		l.stats.EnterWait.Add(1)
 		if d, ok := l.nextTimer(); ok {
 			_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
+		} else if l.batch > 1 {
+			_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait)
 		} else {
 			_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
 		}
