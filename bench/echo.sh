@@ -24,10 +24,12 @@
 # BASELINE.md; needs gcc and liburing-dev).
 #
 # Environment (defaults):
-#   ENGINES=epoll        ringecho engines to run besides std
+#   ENGINES=epoll        ringecho engines to run besides std; an entry
+#                        ENGINE/API or ENGINE/API/BATCH overrides API for
+#                        it and adds ringecho -batch BATCH
 #   STD=1                include the std net server (0: leave it out)
 #   C_URING=0            1: include the C liburing reference server
-#   API=handler          ringecho -api (handler or conn)
+#   API=handler          ringecho -api (handler, inline or conn)
 #   LOOPS=               ringecho -loops (empty: the library default)
 #   REPEATS=3            rounds
 #   CONNS=100  SIZE=1024 connections and message size
@@ -72,7 +74,7 @@ for v in REPEATS CONNS SIZE BASE_PORT; do
 	is_int "${!v}" || die "$v=${!v}: want a whole number"
 done
 ((REPEATS >= 1)) || die "REPEATS=$REPEATS: want at least 1"
-[[ $API == handler || $API == conn ]] || die "API=$API: want handler or conn"
+[[ $API == handler || $API == inline || $API == conn ]] || die "API=$API: want handler, inline or conn"
 for tool in go taskset timeout awk sort; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
@@ -160,7 +162,7 @@ next_port() {
 
 server_label() {
 	case $1 in
-	std | c-liburing) echo "$1" ;;
+	std | c-liburing | */*) echo "$1" ;;
 	*) echo "$1/$API" ;;
 	esac
 }
@@ -174,8 +176,12 @@ start_server() {
 	elif [[ $name == c-liburing ]]; then
 		cmd=("$WORK/uring_echo" "$port")
 	else
-		cmd=("$WORK/ringecho" -addr "127.0.0.1:$port" -engine "$name" -api "$API")
+		# ENGINE, or ENGINE/API, or ENGINE/API/BATCH (ringecho -batch).
+		local engine api batch
+		IFS=/ read -r engine api batch <<<"$name"
+		cmd=("$WORK/ringecho" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}")
 		[[ -n $LOOPS ]] && cmd+=(-loops "$LOOPS")
+		[[ -n $batch ]] && cmd+=(-batch "$batch")
 	fi
 	# taskset execs the server, so $! is the server's PID.
 	taskset -c "$SERVER_CPUS" "${cmd[@]}" >"$log" 2>&1 </dev/null &
