@@ -243,7 +243,7 @@ run_one() {
 	label="$(server_label "$name")"
 	next_port
 	port=$NEXT_PORT
-	tag="r${round}-${name}"
+	tag="r${round}-${name//\//_}" # ENGINE/API/BATCH names hold slashes
 	json="$WORK/$tag.json"
 	errf="$WORK/$tag.err"
 	slog="$WORK/$tag.server.log"
