@@ -244,11 +244,7 @@ func TestBackpressureInput(t *testing.T) {
 				})
 				client := tsDialStd(t, "tcp", ln.Addr().String())
 				client.SetDeadline(time.Now().Add(2 * tsTimeout))
-				werr := make(chan error, 1)
-				go func() {
-					_, err := client.Write(data)
-					werr <- err
-				}()
+				werr := tsWriteAsync(client, data)
 				c := tsRecv(t, conns, "the server connection")
 				s := tsSample(c.fd.InputHeld)
 				got := tsRecv(t, sums, "the reader to get 64 MiB")

@@ -122,11 +122,7 @@ func TestInlineHoldBack(t *testing.T) {
 		}, WithInlineHandler())
 		client := tsDialStd(t, "tcp", ln.Addr().String())
 		client.SetDeadline(time.Now().Add(2 * tsTimeout))
-		werr := make(chan error, 1)
-		go func() {
-			_, err := client.Write(data)
-			werr <- err
-		}()
+		werr := tsWriteAsync(client, data)
 		c := tsRecv(t, conns, "the server connection")
 		s := tsSample(c.fd.OutputQueued)
 		tsEventually(t, "the handler to be held back", c.heldBack.Load)

@@ -372,6 +372,17 @@ func tsRandom(seed uint64, n int) []byte {
 // tsBig is a read-only buffer for writes that are meant to block.
 var tsBig = make([]byte, 64<<20)
 
+// tsWriteAsync writes data to c on a goroutine of its own and sends the
+// write's error on the channel it returns.
+func tsWriteAsync(c net.Conn, data []byte) <-chan error {
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(data)
+		werr <- err
+	}()
+	return werr
+}
+
 // tsCloseWrite shuts down the writing side of c.
 func tsCloseWrite(c net.Conn) error {
 	cw, ok := c.(interface{ CloseWrite() error })
