@@ -92,12 +92,10 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		}
 		// A handler may have closed the connection, and the loop finalized
 		// it, before adopt: its forget came too early, so forget it here.
-		// (Finalize closes Done before it calls OnFinalize, so one of the
-		// two forgets comes after adopt.)
-		select {
-		case <-c.fd.Done():
+		// (Finalize marks the FD finalized before it calls OnFinalize, so
+		// one of the two forgets comes after adopt.)
+		if c.fd.Finalized() {
 			srv.forget(c)
-		default:
 		}
 	}
 	return c, nil

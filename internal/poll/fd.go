@@ -56,7 +56,7 @@ type FD struct {
 	inPaused  bool  // the loop stopped reading (backpressure)
 	inWant    int   // bytes a blocked reader needs held
 	lastSpace int   // length of the last InputSpace (loop only)
-	readable  chan struct{}
+	readable  token
 
 	wmu      sync.Mutex
 	outMu    sync.Mutex
@@ -64,7 +64,7 @@ type FD struct {
 	loopOwns bool  // the loop is sending out; writers must queue
 	outErr   error // sticky send error
 	wrClosed bool
-	writable chan struct{}
+	writable token
 	iov      [][]byte    // writer scratch, under wmu
 	slice    sliceSource // writer scratch, under wmu
 	iovecs   *Iovecs     // writer scratch, under wmu; made on first gathered send
@@ -72,9 +72,8 @@ type FD struct {
 	sysMu     sync.RWMutex
 	sysClosed bool
 
-	closeOnce sync.Once
-	closing   chan struct{}
-	finalized chan struct{}
+	closing   event // Close was called
+	finalized event // the descriptor is closed
 
 	rd, wd     deadline
 	lastActive atomic.Int64 // monotonic ns, for the idle timeout
@@ -83,17 +82,7 @@ type FD struct {
 
 // NewFD returns the FD for the non-blocking socket sysfd.
 func NewFD(sysfd int, cfg Config) *FD {
-	fd := &FD{
-		Sysfd:     sysfd,
-		cfg:       cfg,
-		in:        buf.New(),
-		out:       buf.New(),
-		readable:  make(chan struct{}, 1),
-		writable:  make(chan struct{}, 1),
-		closing:   make(chan struct{}),
-		finalized: make(chan struct{}),
-	}
-	return fd
+	return &FD{Sysfd: sysfd, cfg: cfg, in: buf.New(), out: buf.New()}
 }
 
 // StartIdleTimer arms the idle timeout, if the configuration has one. Call
@@ -115,12 +104,7 @@ func (fd *FD) StartIdleTimer() {
 // ErrClosed, and the loop drains queued output and closes the socket. It
 // returns ErrClosed if fd was already closed. Safe for concurrent use.
 func (fd *FD) Close() error {
-	first := false
-	fd.closeOnce.Do(func() {
-		first = true
-		close(fd.closing)
-	})
-	if !first {
+	if !fd.closing.fire() {
 		return ErrClosed
 	}
 	if t := fd.idleTimer.Load(); t != nil {
@@ -131,10 +115,10 @@ func (fd *FD) Close() error {
 }
 
 // Closing reports whether Close has been called.
-func (fd *FD) Closing() bool { return isClosedChan(fd.closing) }
+func (fd *FD) Closing() bool { return fd.closing.fired() }
 
 // Done returns a channel that is closed once the descriptor is closed.
-func (fd *FD) Done() <-chan struct{} { return fd.finalized }
+func (fd *FD) Done() <-chan struct{} { return fd.finalized.done() }
 
 // Finalize closes the descriptor. Only the loop calls it, once, after every
 // operation on the socket has ended. Input bytes a reader may still hold are
@@ -150,10 +134,10 @@ func (fd *FD) Finalize() {
 	fd.out.Discard()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
-	signal(fd.writable)
-	signal(fd.readable)
+	fd.writable.signal()
+	fd.readable.signal()
 
-	close(fd.finalized)
+	fd.finalized.fire()
 	if fd.OnFinalize != nil {
 		fd.OnFinalize()
 	}
@@ -196,14 +180,6 @@ func (fd *FD) Control(f func(sysfd int) error) error {
 		return ErrClosed
 	}
 	return f(fd.Sysfd)
-}
-
-// signal leaves a wake-up token in c if there is none.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }
 
 // clock is the origin of the monotonic timestamps in lastActive.

@@ -79,7 +79,7 @@ func (fd *FD) InputError(err error) {
 // InputReady wakes a blocked reader and runs OnInput. The loop calls it once
 // per batch of InputCommit, InputRef or InputError on this FD.
 func (fd *FD) InputReady() {
-	signal(fd.readable)
+	fd.readable.signal()
 	if fd.OnInput != nil {
 		fd.OnInput()
 	}
@@ -92,6 +92,7 @@ func (fd *FD) InputReady() {
 // held, or returns an error without it: ErrClosed, ErrDeadline, or the input
 // error once fewer than n bytes remain.
 func (fd *FD) lockInput(n int) error {
+	var wake <-chan struct{}
 	for {
 		if fd.rd.expired() {
 			return ErrDeadline
@@ -107,7 +108,7 @@ func (fd *FD) lockInput(n int) error {
 		}
 		if err := fd.inErr; err != nil {
 			fd.inMu.Unlock()
-			signal(fd.readable) // pass the news to the next blocked reader
+			fd.readable.signal() // pass the news to the next blocked reader
 			return err
 		}
 		fd.inWant = fd.in.Held() - fd.in.Len() + n
@@ -122,10 +123,14 @@ func (fd *FD) lockInput(n int) error {
 		if fd.NoBlock {
 			return ErrWouldBlock
 		}
+		if wake == nil {
+			wake = fd.readable.wait()
+			continue // check again, now that a signal cannot be lost
+		}
 		select {
-		case <-fd.readable:
+		case <-wake:
 		case <-fd.rd.wait():
-		case <-fd.closing:
+		case <-fd.closing.done():
 		}
 	}
 }
@@ -140,7 +145,7 @@ func (fd *FD) unlockInput() {
 	more := fd.in.Len() > 0 || fd.inErr != nil
 	fd.inMu.Unlock()
 	if more {
-		signal(fd.readable)
+		fd.readable.signal()
 	}
 	if resume {
 		fd.Loop.Resume(fd)

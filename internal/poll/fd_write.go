@@ -33,7 +33,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	}
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
-		signal(fd.writable)
+		fd.writable.signal()
 		if fd.OnDrained != nil {
 			fd.OnDrained()
 			// It may have queued more (an inline handler): the caller
@@ -55,7 +55,7 @@ func (fd *FD) OutputError(err error) {
 	fd.out.Discard()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
-	signal(fd.writable)
+	fd.writable.signal()
 }
 
 // OutputFull reports whether the output queue is at or above the output
@@ -124,6 +124,7 @@ func (fd *FD) WriteBuffer(b *buf.LinkBuffer) error {
 func (fd *FD) write(src source) (int, error) {
 	total := 0
 	direct := fd.DirectWrite
+	var wake <-chan struct{}
 	for src.len() > 0 {
 		if err := fd.writeErr(); err != nil {
 			return total, err
@@ -162,10 +163,14 @@ func (fd *FD) write(src source) (int, error) {
 			continue
 		}
 		fd.outMu.Unlock()
+		if wake == nil {
+			wake = fd.writable.wait()
+			continue // check again, now that a signal cannot be lost
+		}
 		select {
-		case <-fd.writable:
+		case <-wake:
 		case <-fd.wd.wait():
-		case <-fd.closing:
+		case <-fd.closing.done():
 		}
 	}
 	return total, nil
@@ -233,6 +238,7 @@ func (fd *FD) send(iov [][]byte) (int, error) {
 func (fd *FD) CloseWrite() error {
 	fd.wmu.Lock()
 	defer fd.wmu.Unlock()
+	var wake <-chan struct{}
 	for {
 		if err := fd.writeErr(); err != nil {
 			return err
@@ -249,10 +255,14 @@ func (fd *FD) CloseWrite() error {
 		if fd.NoBlock {
 			return ErrWouldBlock
 		}
+		if wake == nil {
+			wake = fd.writable.wait()
+			continue // check again, now that a signal cannot be lost
+		}
 		select {
-		case <-fd.writable:
+		case <-wake:
 		case <-fd.wd.wait():
-		case <-fd.closing:
+		case <-fd.closing.done():
 		}
 	}
 }

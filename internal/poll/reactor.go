@@ -88,4 +88,4 @@ func SendQueued(fd *FD, iov *[][]byte, vecs *Iovecs, st *Stats) (full bool) {
 }
 
 // Finalized reports whether Finalize has run.
-func (fd *FD) Finalized() bool { return isClosedChan(fd.finalized) }
+func (fd *FD) Finalized() bool { return fd.finalized.fired() }
