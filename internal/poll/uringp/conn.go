@@ -137,6 +137,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	var p []byte
 	if cqe.Flags&uring.CQEFBuffer != 0 {
 		bid := cqe.BufID()
+		l.bufs.out++
 		l.stats.BuffersOut.Add(1)
 		if c == nil || cqe.Res <= 0 || c.closing {
 			l.bufs.giveBack(bid) // stale, or nobody will read it
@@ -165,6 +166,14 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 		l.wakeReader(c)
 	case cqe.Res == -int32(unix.ENOBUFS):
 		l.stats.ENOBUFS.Add(1)
+		// The ring ran dry when the kernel posted this, but the loop may
+		// have put buffers back since (returned before it reaped this
+		// CQE): then no later return would re-arm c, so re-arm it now.
+		// If the kernel has taken those too, their CQEs come first and
+		// the next ENOBUFS starves c for real.
+		if !l.bufs.empty() {
+			break
+		}
 		if !c.starved {
 			c.starved = true
 			l.starved = append(l.starved, c)
