@@ -24,8 +24,8 @@ type bufPool struct {
 	out int
 }
 
-// empty reports whether, as far as the loop has seen, the kernel holds no
-// buffer in the ring.
+// empty reports whether, as far as the loop has seen, the ring has no
+// buffer left for the kernel to take.
 func (b *bufPool) empty() bool { return b.out >= b.arena.Count() }
 
 func newBufPool(l *loop, count, size int) (*bufPool, error) {
