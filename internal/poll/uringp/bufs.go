@@ -19,14 +19,13 @@ type bufPool struct {
 	arena   *uring.Arena
 	ring    *uring.BufRing
 	release []func() // per buffer id, made once so a recv allocates nothing
-	// out counts the buffers the loop has seen the kernel take (recv
-	// CQEs) and not yet put back in the ring. Loop only.
-	out int
 }
 
 // empty reports whether, as far as the loop has seen, the ring has no
-// buffer left for the kernel to take.
-func (b *bufPool) empty() bool { return b.out >= b.arena.Count() }
+// buffer left for the kernel to take: the loop's BuffersOut counter (recv
+// CQEs that carried a buffer, less the buffers replenish put back) is
+// written by the loop alone.
+func (b *bufPool) empty() bool { return b.l.stats.BuffersOut.Load() >= int64(b.arena.Count()) }
 
 func newBufPool(l *loop, count, size int) (*bufPool, error) {
 	arena, err := getArena(count, size)
@@ -76,7 +75,6 @@ func (l *loop) replenish() {
 		l.bufs.ring.Add(l.bufs.arena.Buf(int(bid)), bid, i)
 	}
 	l.bufs.ring.Advance(len(l.giving))
-	l.bufs.out -= len(l.giving)
 	l.stats.BuffersOut.Add(-int64(len(l.giving)))
 	l.giving = l.giving[:0]
 	if len(l.starved) == 0 {

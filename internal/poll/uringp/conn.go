@@ -137,7 +137,6 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	var p []byte
 	if cqe.Flags&uring.CQEFBuffer != 0 {
 		bid := cqe.BufID()
-		l.bufs.out++
 		l.stats.BuffersOut.Add(1)
 		if c == nil || cqe.Res <= 0 || c.closing {
 			l.bufs.giveBack(bid) // stale, or nobody will read it
