@@ -56,6 +56,10 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 	c.reader.c = c
 	c.writer.c = c
 	if srv != nil {
+		if !srv.admit() {
+			unix.Close(sysfd)
+			return nil, ErrServerClosed
+		}
 		c.srv = srv
 		c.process = c.serve
 		c.fd.OnInput = c.schedule
@@ -69,6 +73,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		// The engine stopped: registering would hand the socket to a loop
 		// that is shutting down, which would close it under the caller.
 		unix.Close(sysfd)
+		c.setupFailed()
 		return nil, net.ErrClosed
 	}
 	c.fd.OnFinalize = func() {
@@ -80,11 +85,13 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 	if err := r.eng.Register(c.fd); err != nil {
 		unix.Close(sysfd)
 		r.release()
+		c.setupFailed()
 		return nil, err
 	}
 	c.fd.StartIdleTimer()
-	// The Server sees the connection only once it is registered: Shutdown
-	// may close it at once, from another goroutine.
+	// The Server tracks the connection only once it is registered:
+	// Shutdown may close it at once, from another goroutine. Until then
+	// Shutdown waits for it as one being set up.
 	if srv != nil {
 		if !srv.adopt(c) {
 			c.Close()
@@ -99,6 +106,13 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		}
 	}
 	return c, nil
+}
+
+// setupFailed ends a Server's admission of c when c could not be set up.
+func (c *Conn) setupFailed() {
+	if c.srv != nil {
+		c.srv.adopt(nil)
+	}
 }
 
 // Read reads up to len(b) bytes, blocking until some arrive. It returns

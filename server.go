@@ -45,7 +45,9 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
 	conns     map[*Conn]struct{}
-	closed    bool
+	settingUp int  // connections admitted and not yet adopted
+	closed    bool // Shutdown began
+	forced    bool // Shutdown's context ended: it closed what it had
 }
 
 // NewServer returns a Server that runs h. The options set the limits of the
@@ -147,10 +149,27 @@ func (s *Server) isClosed() bool {
 }
 
 // adopt records a new connection, unless Shutdown began.
-func (s *Server) adopt(c *Conn) bool {
+// admit lets a new connection be set up for s, unless s is shut down.
+// Shutdown waits for every admitted connection: its handler may run as
+// soon as it is registered, before adopt.
+func (s *Server) admit() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		return false
+	}
+	s.settingUp++
+	return true
+}
+
+// adopt ends an admitted connection's setup: with c registered, s tracks
+// it; with c nil (setup failed), s forgets the admission. It reports false
+// if a Shutdown gave up waiting meanwhile: the caller must close c.
+func (s *Server) adopt(c *Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settingUp--
+	if c == nil || s.forced {
 		return false
 	}
 	s.conns[c] = struct{}{}
@@ -194,6 +213,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			s.mu.Lock()
+			s.forced = true
+			s.mu.Unlock()
 			s.cancel()
 			s.closeAll()
 			return ctx.Err()
@@ -212,6 +234,7 @@ func (s *Server) drain() int {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	settingUp := s.settingUp
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
 	for _, c := range conns {
@@ -240,7 +263,7 @@ func (s *Server) drain() int {
 			c.Close()
 		}
 	}
-	return len(conns)
+	return len(conns) + settingUp
 }
 
 func (s *Server) closeAll() {
