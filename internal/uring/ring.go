@@ -35,6 +35,7 @@ type Ring struct {
 	cqes                               []CQE
 
 	sqMask, cqMask uint32
+	keepP          bool   // SetKeepP
 	sqeTail        uint32 // next SQE to hand out; published by Flush
 	sqPublished    uint32 // sqeTail at the last Flush
 
@@ -181,9 +182,29 @@ func (r *Ring) SQFlags() uint32 {
 
 // Enter calls io_uring_enter on the ring (through the registered index if
 // RegisterRingFD succeeded). It returns the number of entries submitted.
+//
+// An enter that cannot sleep (minComplete 0, no EnterSQWait) bypasses the
+// Go scheduler: submission and task work are bounded work, and telling the
+// scheduler costs more than they do (sysmon hands off the P of a thread
+// that stays 20µs in a syscall, and a loopback send runs the receiver's
+// network stack inline). An enter that may sleep tells the scheduler, so
+// the P goes to other goroutines, unless SetKeepP(true).
 func (r *Ring) Enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
+	if r.keepP || (minComplete == 0 && flags&EnterSQWait == 0) {
+		return enterRaw(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
+	}
 	return enter(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
 }
+
+// SetKeepP makes the enters that may sleep keep the calling goroutine's P
+// (on) or give it up (off, the default) while they sleep. Keeping it saves
+// the hand-off sysmon does for a thread asleep in a syscall (a wake-up of
+// another thread, and its going back to sleep); the price is a P no other
+// goroutine can use meanwhile. Only a caller that knows another P is free
+// for the rest of the program (GOMAXPROCS above the Ps kept) may turn it
+// on: with the only P kept, no other goroutine runs until a completion or
+// a signal ends the wait.
+func (r *Ring) SetKeepP(on bool) { r.keepP = on }
 
 // Submit flushes and submits pending entries without waiting.
 func (r *Ring) Submit() (int, error) {
