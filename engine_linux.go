@@ -31,6 +31,7 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		NoRecvLimit:  k.ring.noRecvLimit,
 		Batch:        k.ring.batch,
 		BatchWait:    k.ring.batchWait,
+		KeepP:        k.ring.keepP,
 	})
 }
 

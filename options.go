@@ -49,6 +49,7 @@ type ringTuning struct {
 	noRecvLimit          bool
 	batch                uint32        // WithCompletionBatch; 0: off
 	batchWait            time.Duration // WithCompletionBatch
+	keepP                bool          // WithLoopKeepsP
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -59,6 +60,7 @@ func newConfig(opts []Option) (*config, error) {
 		drain:   DefaultDrainTimeout,
 		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	c.ring.keepP = keepPByDefault
 	c.apply(opts)
 	return c, c.err
 }
@@ -265,6 +267,32 @@ func WithCompletionBatch(n int, wait time.Duration) Option {
 		}
 		c.ring.batch, c.ring.batchWait = uint32(n), wait
 	}
+}
+
+// keepPByDefault turns WithLoopKeepsP on for every configuration; the
+// test suite sets it (RINGPOLL_TEST_KEEP_P=1) to run whole once more that
+// way.
+var keepPByDefault bool
+
+// WithLoopKeepsP makes an io_uring loop keep its Go processor (one of the
+// GOMAXPROCS Ps) while it sleeps in io_uring_enter, as long as another P is
+// left for the rest of the program: with GOMAXPROCS=1 it has no effect,
+// and with GOMAXPROCS=n at most n-1 loops keep one at a time.
+//
+// By default a loop sleeps the way a blocking syscall does in Go: the
+// runtime's sysmon notices the thread in the kernel, hands its P off and
+// wakes another thread to look for work, and the loop takes the P back
+// when it wakes. Under load that happens on most sleeps and costs a
+// thread wake-up and sleep each time, and sysmon itself then checks every
+// 20µs. A loop that keeps its P pays none of that (docs/BENCHMARKS.md
+// measured the difference); the price is a P that no other goroutine can
+// use while the loop sleeps. It suits WithInlineHandler servers, whose
+// work all runs on the loops, with GOMAXPROCS set to the loops plus one
+// (or more, for goroutines of their own): for a server pinned to one CPU,
+// GOMAXPROCS=2 and one loop. Stopping the world for a garbage collection
+// still wakes a loop asleep on its P. Epoll and uring-sqpoll ignore it.
+func WithLoopKeepsP() Option {
+	return func(c *config) { c.ring.keepP = true }
 }
 
 // withoutRecvLimit makes io_uring loops pause input by cancelling the

@@ -18,6 +18,9 @@ type LoopStats struct {
 	// completion (the loop sleeps); run deferred completions or flush an
 	// overflowed CQ with nothing to submit; wake an SQPOLL thread.
 	EnterSubmit, EnterWait, EnterGetEvents, EnterWakeSQ uint64
+	// WaitsKeptP counts the EnterWait calls in which the loop kept its Go
+	// processor (WithLoopKeepsP).
+	WaitsKeptP uint64
 	// EpollWaits counts epoll_wait calls.
 	EpollWaits uint64
 	// SQEs and CQEs count submission entries queued and completions
@@ -61,8 +64,8 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.EpollWaits,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.Accepts,
 		s.BytesIn, s.BytesOut, s.BuffersOut)
 }
@@ -93,6 +96,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterWait:      p.EnterWait.Load(),
 		EnterGetEvents: p.EnterGetEvents.Load(),
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
+		WaitsKeptP:     p.WaitsKeptP.Load(),
 		EpollWaits:     p.PollWaits.Load(),
 		SQEs:           p.SQEs.Load(),
 		CQEs:           p.CQEs.Load(),

@@ -74,6 +74,10 @@ type Tuning struct {
 	// IORING_FEAT_MIN_TIMEOUT and by uring-sqpoll).
 	Batch     uint32
 	BatchWait time.Duration
+	// KeepP makes a loop keep its P while it sleeps in io_uring_enter,
+	// as long as another P is left for the rest of the program (see
+	// keptPs). Ignored by uring-sqpoll.
+	KeepP bool
 }
 
 func (t Tuning) withDefaults() Tuning {

@@ -279,12 +279,15 @@ func (l *loop) submit(wait uint32) {
 	switch {
 	case wait > 0:
 		l.stats.EnterWait.Add(1)
-		if d, ok := l.nextTimer(); ok {
-			_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
-		} else if l.batch > 1 {
-			_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait)
-		} else {
-			_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
+		kept := l.tuning.KeepP && keptPs.take()
+		if kept {
+			l.stats.WaitsKeptP.Add(1)
+			l.ring.SetKeepP(true)
+		}
+		err = l.wait(toSubmit, wait)
+		if kept {
+			l.ring.SetKeepP(false)
+			keptPs.give()
 		}
 	case toSubmit > 0:
 		l.stats.EnterSubmit.Add(1)
@@ -298,6 +301,20 @@ func (l *loop) submit(wait uint32) {
 		// OOM): a bug of ours, or a kernel that cannot keep the ring.
 		panic("ringpoll: io_uring_enter: " + err.Error())
 	}
+}
+
+// wait submits toSubmit SQEs and sleeps until wait completions are ready,
+// or the next timer is due, or (with a completion batch) min_wait has
+// passed.
+func (l *loop) wait(toSubmit, wait uint32) (err error) {
+	if d, ok := l.nextTimer(); ok {
+		_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
+	} else if l.batch > 1 {
+		_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait)
+	} else {
+		_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
+	}
+	return err
 }
 
 // submitOrWait submits what the last turn queued and, when nothing is left
