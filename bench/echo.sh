@@ -25,8 +25,11 @@
 #
 # Environment (defaults):
 #   ENGINES=epoll        ringecho engines to run besides std; an entry
-#                        ENGINE/API or ENGINE/API/BATCH overrides API for
-#                        it and adds ringecho -batch BATCH
+#                        ENGINE/API overrides API for it, and
+#                        ENGINE/API/EXTRAS adds, for each comma-separated
+#                        item of EXTRAS, a number N: ringecho -batch N;
+#                        keep: ringecho -keep-p (WithLoopKeepsP) with
+#                        GOMAXPROCS one above the loops (LOOPS, or 1)
 #   STD=1                include the std net server (0: leave it out)
 #   C_URING=0            1: include the C liburing reference server
 #   API=handler          ringecho -api (handler, inline or conn)
@@ -176,12 +179,22 @@ start_server() {
 	elif [[ $name == c-liburing ]]; then
 		cmd=("$WORK/uring_echo" "$port")
 	else
-		# ENGINE, or ENGINE/API, or ENGINE/API/BATCH (ringecho -batch).
-		local engine api batch
-		IFS=/ read -r engine api batch <<<"$name"
+		# ENGINE, or ENGINE/API, or ENGINE/API/EXTRAS (see ENGINES).
+		local engine api extras item
+		IFS=/ read -r engine api extras <<<"$name"
 		cmd=("$WORK/ringecho" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}")
 		[[ -n $LOOPS ]] && cmd+=(-loops "$LOOPS")
-		[[ -n $batch ]] && cmd+=(-batch "$batch")
+		IFS=, read -ra extras <<<"$extras"
+		for item in "${extras[@]}"; do
+			case $item in
+			keep)
+				cmd=(env "GOMAXPROCS=$((${LOOPS:-1} + 1))" "${cmd[@]}" -keep-p)
+				[[ -z $LOOPS ]] && cmd+=(-loops 1)
+				;;
+			*[!0-9]* | '') die "ENGINES entry $name: $item is neither a batch size nor keep" ;;
+			*) cmd+=(-batch "$item") ;;
+			esac
+		done
 	fi
 	# taskset execs the server, so $! is the server's PID.
 	taskset -c "$SERVER_CPUS" "${cmd[@]}" >"$log" 2>&1 </dev/null &

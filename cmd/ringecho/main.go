@@ -31,6 +31,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -59,6 +60,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")
 	batchWait := fs.Duration("batch-wait", 50*time.Microsecond, "with -batch, the longest a loop waits for the batch once a completion is ready")
+	keepP := fs.Bool("keep-p", false, "io_uring loops keep their Go processor while they sleep (ringpoll.WithLoopKeepsP; needs GOMAXPROCS above -loops)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
 	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats)")
 	if err := fs.Parse(args); err != nil {
@@ -82,11 +84,14 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if *batch != 0 {
 		opts = append(opts, ringpoll.WithCompletionBatch(*batch, *batchWait))
 	}
+	if *keepP {
+		opts = append(opts, ringpoll.WithLoopKeepsP())
+	}
 	ln, err := ringpoll.Listen(*network, *addr, opts...)
 	if err != nil {
 		return err
 	}
-	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api, "proto", *proto)
+	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api, "proto", *proto, "gomaxprocs", runtime.GOMAXPROCS(0))
 	if engine == ringpoll.EngineAuto && ln.Engine() == ringpoll.EngineEpoll {
 		log.Info("ringecho: io_uring unavailable", "reason", ringpoll.UringStatus())
 	}
