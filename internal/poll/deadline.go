@@ -2,6 +2,7 @@ package poll
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,10 @@ type deadline struct {
 	mu     sync.Mutex
 	timer  *time.Timer
 	cancel chan struct{} // closed when the deadline has passed; nil until first used
+	// used is cancel != nil, written under mu and read without it, so
+	// that expired, asked on every read and write, costs one atomic load
+	// on a connection that never set a deadline.
+	used atomic.Bool
 }
 
 // expiredChan is closed from the start: the cancel channel of a deadline
@@ -33,6 +38,7 @@ var expiredChan = func() chan struct{} {
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	defer func() { d.used.Store(d.cancel != nil) }() // runs before the unlock
 	if d.timer != nil && !d.timer.Stop() {
 		<-d.cancel // the timer fired: wait until it closed the channel
 	}
@@ -69,12 +75,16 @@ func (d *deadline) wait() <-chan struct{} {
 	defer d.mu.Unlock()
 	if d.cancel == nil {
 		d.cancel = make(chan struct{})
+		d.used.Store(true)
 	}
 	return d.cancel
 }
 
 // expired reports whether the deadline has passed.
 func (d *deadline) expired() bool {
+	if !d.used.Load() {
+		return false // never set, or cleared: no channel to look at
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cancel != nil && isClosedChan(d.cancel)
