@@ -126,7 +126,7 @@ fi
 nproc_all="$(nproc --all 2>/dev/null || echo '?')"
 cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)"
 echo "machine:   ${nproc_all} CPUs (${cpu_model:-unknown}), $(uname -sr), $(go env GOVERSION)"
-echo "placement: server on CPUs ${SERVER_CPUS} (taskset -c ${SERVER_CPUS}); ringload and perf on CPUs ${CLIENT_CPUS} (taskset -c ${CLIENT_CPUS}); GOMAXPROCS follows each mask"
+echo "placement: server on CPUs ${SERVER_CPUS} (taskset -c ${SERVER_CPUS}); ringload and perf on CPUs ${CLIENT_CPUS} (taskset -c ${CLIENT_CPUS}); GOMAXPROCS follows each mask (keep entries: loops + 1)"
 cpu_mask() { taskset -c "$1" sh -c 'taskset -p $$' 2>/dev/null | awk '{print $NF}'; }
 smask="$(cpu_mask "$SERVER_CPUS")"
 cmask="$(cpu_mask "$CLIENT_CPUS")"
