@@ -1,6 +1,7 @@
 // Command ringbench replays the seed experiments on this machine: echo
 // servers built on every ringpoll engine (uring-inline and epoll-inline:
-// the handler on the event loop, ringpoll.WithInlineHandler), std net (a
+// the handler on the event loop, ringpoll.WithInlineHandler;
+// uring-inline-keep: that, with ringpoll.WithLoopKeepsP), std net (a
 // goroutine per connection), cloudwego/netpoll and panjf2000/gnet, each in its own
 // process, loaded by cmd/ringload in another, pinned to different CPUs.
 // It prints a table, and writes JSON lines, a markdown report and SVG
@@ -86,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ringbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	full := fs.Bool("full", false, "run the seeds' whole matrix: every server, "+fullConns+" connections, loads "+fullLoads)
-	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-inline, uring-hybrid, uring-reactor, uring-sqpoll, epoll, epoll-inline, std, netpoll, gnet")
+	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-inline, uring-inline-keep, uring-hybrid, uring-reactor, uring-sqpoll, epoll, epoll-inline, std, netpoll, gnet")
 	connsFlag := fs.String("conns", defaultConns, "connection counts, comma-separated")
 	loadsFlag := fs.String("loads", defaultLoads, "loads, comma-separated scenario:size:mode:rate (echo|rpc : bytes : pp|pN : max|req/s)")
 	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")

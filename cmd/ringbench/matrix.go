@@ -18,20 +18,25 @@ type server struct {
 	// inline: a ringpoll server named ENGINE-inline runs ringecho
 	// -engine ENGINE -api inline (the handler on the event loop).
 	inline bool
+	// keepP: one named ENGINE-inline-keep also gets -keep-p -loops 1
+	// (ringpoll.WithLoopKeepsP) and GOMAXPROCS=2, so its loop may keep
+	// its P while the other is left for the rest of the server.
+	keepP bool
 }
 
 // servers are every server ringbench knows, in report order.
 var servers = []server{
-	{"uring", "ringpoll", false},
-	{"uring-inline", "ringpoll", true},
-	{"uring-hybrid", "ringpoll", false},
-	{"uring-reactor", "ringpoll", false},
-	{"uring-sqpoll", "ringpoll", false},
-	{"epoll", "ringpoll", false},
-	{"epoll-inline", "ringpoll", true},
-	{"std", "std", false},
-	{"netpoll", "peer", false},
-	{"gnet", "peer", false},
+	{"uring", "ringpoll", false, false},
+	{"uring-inline", "ringpoll", true, false},
+	{"uring-inline-keep", "ringpoll", true, true},
+	{"uring-hybrid", "ringpoll", false, false},
+	{"uring-reactor", "ringpoll", false, false},
+	{"uring-sqpoll", "ringpoll", false, false},
+	{"epoll", "ringpoll", false, false},
+	{"epoll-inline", "ringpoll", true, false},
+	{"std", "std", false, false},
+	{"netpoll", "peer", false, false},
+	{"gnet", "peer", false, false},
 }
 
 func lookupServer(name string) (server, bool) {
@@ -50,7 +55,7 @@ const (
 	defaultConns   = "10,100,500"
 	defaultLoads   = "echo:1024:pp:max,echo:1024:pp:40000"
 
-	fullServers = "uring,uring-inline,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet"
+	fullServers = "uring,uring-inline,uring-inline-keep,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet"
 	fullConns   = "10,50,100,200,300,400,500,1000"
 	fullLoads   = "echo:1024:pp:max,echo:1024:pp:40000,echo:512:pp:max,echo:1024:p16:max,rpc:1024:pp:40000"
 )

@@ -56,9 +56,14 @@ func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []stri
 	case "ringpoll":
 		engine, api := srv.name, "handler"
 		if srv.inline {
-			engine, api = strings.TrimSuffix(srv.name, "-inline"), "inline"
+			engine, api = strings.TrimSuffix(strings.TrimSuffix(srv.name, "-keep"), "-inline"), "inline"
 		}
-		return []string{r.bins.ringecho, "-addr", addr, "-engine", engine, "-api", api, "-proto", scenario, "-stats-file", statsFile}
+		argv := []string{r.bins.ringecho, "-addr", addr, "-engine", engine, "-api", api, "-proto", scenario, "-stats-file", statsFile}
+		if srv.keepP {
+			// env(1) execs ringecho, so the PID stays the server's.
+			argv = append([]string{"env", "GOMAXPROCS=2"}, append(argv, "-keep-p", "-loops", "1")...)
+		}
+		return argv
 	case "std":
 		return []string{r.bins.ringload, "-serve-std", "-addr", addr, "-proto", scenario}
 	default:

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestServerArgv: each ringpoll server name becomes the ringecho command
+// line it stands for; uring-inline-keep runs under env(1) with GOMAXPROCS=2
+// and one loop that keeps its P.
+func TestServerArgv(t *testing.T) {
+	r := &runner{bins: bins{ringecho: "/b/ringecho", ringload: "/b/ringload", peerecho: "/b/peerecho"}}
+	tail := []string{"-proto", "echo", "-stats-file", "/s.json"}
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"uring", append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...)},
+		{"uring-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "inline"}, tail...)},
+		{"epoll-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "epoll", "-api", "inline"}, tail...)},
+		{"uring-inline-keep", append(append([]string{"env", "GOMAXPROCS=2", "/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "inline"}, tail...), "-keep-p", "-loops", "1")},
+		{"std", []string{"/b/ringload", "-serve-std", "-addr", "A", "-proto", "echo"}},
+	} {
+		srv, ok := lookupServer(tc.name)
+		if !ok {
+			t.Fatalf("no server %q", tc.name)
+		}
+		if got := r.serverArgv(srv, "echo", "A", "/s.json"); !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
