@@ -56,7 +56,7 @@ func (m *fuzzModel) step(r *opReader) {
 	t, b := m.t, m.b
 	op := r.byte()
 	full := len(m.data) > maxModel
-	switch op % 16 {
+	switch op % 17 {
 	case 0: // small Append
 		if n := r.byte(); !full {
 			b.Append(m.produce(n))
@@ -168,9 +168,61 @@ func (m *fuzzModel) step(r *opReader) {
 		if b.Len() == 0 && b.Held() != 0 {
 			t.Fatalf("Shrink with nothing readable left Held %d", b.Held())
 		}
+	case 16:
+		if !full {
+			m.splice(r)
+		}
 	}
 	if b.Len() != len(m.data) || b.Held() < b.Len() {
-		t.Fatalf("op %d: Len %d Held %d, model %d", op%16, b.Len(), b.Held(), len(m.data))
+		t.Fatalf("op %d: Len %d Held %d, model %d", op%17, b.Len(), b.Held(), len(m.data))
+	}
+}
+
+// splice fills a second buffer (copies, references, WriteSpace, maybe a
+// consumed prefix), splices it into b and checks that its bytes, and only
+// those, moved: src ends empty, references are released exactly once. The
+// bytes that reach b continue the model's stream; the skipped prefix is
+// filler outside it.
+func (m *fuzzModel) splice(r *opReader) {
+	var sizes, kinds []int
+	total := 0
+	for k := r.byte() % 5; k >= 0; k-- {
+		sizes = append(sizes, r.u16()%9000)
+		kinds = append(kinds, r.byte()%3)
+		total += sizes[len(sizes)-1]
+	}
+	skip := 0
+	if r.byte()%2 == 0 {
+		skip = r.u16() % (total + 1)
+	}
+	all := append(bytes.Repeat([]byte{0xAB}, skip), m.produce(total-skip)...)
+	src := New()
+	refs, released := 0, 0
+	for i, n := range sizes {
+		p := all[:n]
+		all = all[n:]
+		switch kinds[i] {
+		case 0:
+			src.Append(p)
+		case 1:
+			refs++
+			src.AppendRef(bytes.Clone(p), func() { released++ })
+		case 2:
+			copy(src.WriteSpace(n), p)
+			src.Commit(n)
+		}
+	}
+	src.Skip(skip)
+	m.b.Splice(src)
+	m.b.Splice(src) // src is empty: a no-op
+	if src.Len() != 0 || src.Held() != 0 {
+		m.t.Fatalf("after Splice: src Len %d Held %d", src.Len(), src.Held())
+	}
+	if released != refs {
+		m.t.Fatalf("Splice released %d of %d references", released, refs)
+	}
+	if !bytes.Equal(m.b.Peek(m.b.Len()), m.data) {
+		m.t.Fatal("Splice: contents differ from the model")
 	}
 }
 

@@ -276,3 +276,72 @@ func TestShrink(t *testing.T) {
 		t.Fatalf("after Commit into a fresh node: %q, Len %d", got, b.Len())
 	}
 }
+
+// TestSplice: an owned node moves over without a copy when b has no room
+// for it; bytes that fit b's tail, references and partly consumed nodes
+// are copied; src ends empty and usable.
+func TestSplice(t *testing.T) {
+	// Into an empty buffer, an owned node moves: same memory.
+	dst, src := New(), New()
+	commitNodes(src, "hello ")
+	moved := &src.head.buf[0]
+	dst.Splice(src)
+	if contents(dst) != "hello " || &dst.head.buf[0] != moved {
+		t.Fatalf("owned node into an empty buffer: %q, moved %v", contents(dst), &dst.head.buf[0] == moved)
+	}
+	if src.Len() != 0 || src.Held() != 0 || src.head != nil {
+		t.Fatalf("src after Splice: Len %d Held %d", src.Len(), src.Held())
+	}
+
+	// Small bytes go into dst's tail's free area instead of a node each.
+	commitNodes(src, "world")
+	dst.Splice(src)
+	if contents(dst) != "hello world" || dst.head != dst.tail {
+		t.Fatalf("small splice into a tail with room: %q, one node %v", contents(dst), dst.head == dst.tail)
+	}
+
+	// A reference is copied and released at once; a partly consumed
+	// node is copied from its unread part.
+	released := 0
+	ref := []byte("!ref")
+	src.AppendRef(ref, func() { released++ })
+	commitNodes(src, "xxtail")
+	src.Next(4)   // the reference
+	src.Release() // frees the consumed ref node
+	src.Skip(2)   // part of the owned node
+	if released != 1 {
+		t.Fatalf("the consumed ref was released %d times, want 1", released)
+	}
+	src.AppendRef(ref, func() { released++ })
+	dst.Splice(src)
+	copy(ref, "????") // the caller may reuse it once Splice returned
+	if got := contents(dst); got != "hello worldtail!ref" {
+		t.Fatalf("after copies: %q", got)
+	}
+	if released != 2 {
+		t.Fatalf("released %d times, want 2", released)
+	}
+
+	// src is usable after, and dst consumes and releases as usual.
+	commitNodes(src, "again")
+	dst.Splice(src)
+	if got := string(dst.Next(dst.Len())); got != "hello worldtail!refagain" {
+		t.Fatalf("final contents %q", got)
+	}
+	dst.Release()
+	dst.Shrink()
+	if dst.Held() != 0 || dst.head != nil {
+		t.Fatalf("dst after Release and Shrink: Held %d", dst.Held())
+	}
+}
+
+// contents returns b's readable bytes without consuming them.
+func contents(b *LinkBuffer) string {
+	return strings.Join(func() []string {
+		var parts []string
+		for _, p := range b.Slices(nil, 1<<20) {
+			parts = append(parts, string(p))
+		}
+		return parts
+	}(), "")
+}

@@ -111,6 +111,35 @@ func (b *LinkBuffer) Append(p []byte) {
 	}
 }
 
+// Splice moves every readable byte of src to the end of b and leaves src
+// empty, as Append(all of src) then Discard of src would, but without
+// copying where it can: a node whose memory the buffer owns moves over
+// whole. A node is copied instead when it references caller memory
+// (AppendRef: its release is called once the copy is made, so the caller
+// may reuse the memory on return), when part of it was consumed, or when
+// its bytes fit the free area of b's tail (moving it would strand that
+// area, and many small splices would pin a node each). It cancels an
+// outstanding WriteSpace on both buffers. Like Discard, it frees src's
+// tail, so no producer may be writing into src.
+func (b *LinkBuffer) Splice(src *LinkBuffer) {
+	b.dropSpace()
+	src.dropSpace()
+	for n := src.head; n != nil; {
+		next := n.next
+		n.next = nil
+		if size := n.w - n.r; n.class == classRef || n.r != 0 || n.off != 0 || size == 0 ||
+			(b.tail != nil && cap(b.tail.buf)-b.tail.w >= size) {
+			b.Append(n.buf[n.r:n.w])
+			freeNode(n)
+		} else {
+			b.link(n)
+		}
+		n = next
+	}
+	src.head, src.read, src.tail = nil, nil, nil
+	src.length, src.held = 0, 0
+}
+
 // AppendRef links p into the buffer as a node of its own, without copying.
 // The caller must not modify p until release (which may be nil) is called;
 // release is called exactly once, when the node is freed by Release after p
