@@ -58,6 +58,7 @@ func (c *Conn) serve() {
 // runHandler calls the handler while it consumes input. It reports false
 // once the connection is closed or closing.
 func (c *Conn) runHandler() bool {
+	n, ended := c.fd.InputState()
 	for {
 		if c.fd.Closing() {
 			return false
@@ -65,9 +66,8 @@ func (c *Conn) runHandler() bool {
 		if c.draining.Load() {
 			return c.dropInput()
 		}
-		before := c.fd.Len()
-		if before == 0 {
-			if c.fd.InputEnded() {
+		if n == 0 {
+			if ended {
 				c.Close() // the peer is done and so is the input
 				return false
 			}
@@ -77,18 +77,19 @@ func (c *Conn) runHandler() bool {
 			return true
 		}
 		err := c.srv.handler(c.srv.ctx, c)
-		c.fd.Release()
+		after, endedAfter := c.fd.ReleaseState()
 		if err != nil && !(c.inline && errors.Is(err, ErrWouldBlock)) {
 			c.Close()
 			return false
 		}
-		if c.fd.Len() == before {
-			if c.fd.InputEnded() {
+		if after == n {
+			if endedAfter {
 				c.Close() // nothing will ever complete what is left
 				return false
 			}
 			return true // wait for more input
 		}
+		n, ended = after, endedAfter
 	}
 }
 

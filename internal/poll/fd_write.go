@@ -15,8 +15,9 @@ const maxIov = 64
 // stay valid until OutputSent consumes them: writers only append.
 func (fd *FD) OutputSlices(dst [][]byte, max int) [][]byte {
 	fd.outMu.Lock()
-	defer fd.outMu.Unlock()
-	return fd.out.Slices(dst, max)
+	dst = fd.out.Slices(dst, max)
+	fd.outMu.Unlock()
+	return dst
 }
 
 // OutputSent consumes n sent bytes. It reports whether the queue is now
@@ -62,15 +63,17 @@ func (fd *FD) OutputError(err error) {
 // high-water mark.
 func (fd *FD) OutputFull() bool {
 	fd.outMu.Lock()
-	defer fd.outMu.Unlock()
-	return fd.out.Len() >= fd.cfg.OutputHighWater
+	full := fd.out.Len() >= fd.cfg.OutputHighWater
+	fd.outMu.Unlock()
+	return full
 }
 
 // OutputPending reports whether output is queued for the loop to send.
 func (fd *FD) OutputPending() bool {
 	fd.outMu.Lock()
-	defer fd.outMu.Unlock()
-	return fd.out.Len() > 0
+	pending := fd.out.Len() > 0
+	fd.outMu.Unlock()
+	return pending
 }
 
 // DrainTimeout returns how long the loop keeps sending after Close.
@@ -126,10 +129,14 @@ func (fd *FD) write(src source) (int, error) {
 	direct := fd.DirectWrite
 	var wake <-chan struct{}
 	for src.len() > 0 {
-		if err := fd.writeErr(); err != nil {
+		if err := fd.userErr(); err != nil {
 			return total, err
 		}
 		fd.outMu.Lock()
+		if err := fd.outErrLocked(); err != nil {
+			fd.outMu.Unlock()
+			return total, err
+		}
 		if direct && !fd.loopOwns {
 			// The loop is not sending: send from this goroutine.
 			fd.outMu.Unlock()
@@ -177,8 +184,14 @@ func (fd *FD) write(src source) (int, error) {
 }
 
 // queue copies up to room bytes of src into the output queue. Called with
-// outMu held.
+// outMu held. A Writer's buffer that fits whole moves its nodes over
+// instead (buf.LinkBuffer.Splice): a reply costs no copy and no node.
 func (fd *FD) queue(src source, room int) int {
+	if s, ok := src.(bufSource); ok && s.b.Len() <= room {
+		n := s.b.Len()
+		fd.out.Splice(s.b)
+		return n
+	}
 	n := 0
 	fd.iov = src.slices(fd.iov[:0])
 	for _, p := range fd.iov {
@@ -197,14 +210,30 @@ func (fd *FD) queue(src source, room int) int {
 
 // writeErr returns why no more can be written, if anything.
 func (fd *FD) writeErr() error {
+	if err := fd.userErr(); err != nil {
+		return err
+	}
+	fd.outMu.Lock()
+	err := fd.outErrLocked()
+	fd.outMu.Unlock()
+	return err
+}
+
+// userErr is the part of writeErr that needs no lock: Close, or a passed
+// write deadline.
+func (fd *FD) userErr() error {
 	if fd.Closing() {
 		return ErrClosed
 	}
 	if fd.wd.expired() {
 		return ErrDeadline
 	}
-	fd.outMu.Lock()
-	defer fd.outMu.Unlock()
+	return nil
+}
+
+// outErrLocked is the part of writeErr under outMu: CloseWrite, or a
+// failed send.
+func (fd *FD) outErrLocked() error {
 	if fd.wrClosed {
 		return ErrWriteClosed
 	}
