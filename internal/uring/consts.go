@@ -110,6 +110,7 @@ const (
 	RegisterEventFD         = 4
 	UnregisterEventFD       = 5
 	RegisterProbe           = 8
+	RegisterFilesUpdate     = 6
 	RegisterFiles2          = 13
 	RegisterRingFDs         = 20
 	UnregisterRingFDs       = 21
@@ -120,6 +121,10 @@ const (
 	RegisterSendMsgRing     = 31
 	registerUseRegisteredFD = 1 << 31
 )
+
+// RsrcRegisterSparse (IORING_RSRC_REGISTER_SPARSE) registers a resource
+// table of empty slots.
+const RsrcRegisterSparse = 1 << 0
 
 // Feature flags (IORING_FEAT_*), reported in Params.Features.
 const (

@@ -140,6 +140,7 @@ func TestLayoutBufRing(t *testing.T) {
 
 func TestLayoutRegisterAndEnterArgs(t *testing.T) {
 	var u RsrcUpdate
+	var rr RsrcRegister
 	var g GetEventsArg
 	var ts Timespec
 	var po ProbeOp
@@ -149,6 +150,13 @@ func TestLayoutRegisterAndEnterArgs(t *testing.T) {
 		{"io_uring_rsrc_update.offset", unsafe.Offsetof(u.Offset), 0},
 		{"io_uring_rsrc_update.resv", unsafe.Offsetof(u.Resv), 4},
 		{"io_uring_rsrc_update.data", unsafe.Offsetof(u.Data), 8},
+
+		{"sizeof(struct io_uring_rsrc_register)", unsafe.Sizeof(rr), 32},
+		{"io_uring_rsrc_register.nr", unsafe.Offsetof(rr.Nr), 0},
+		{"io_uring_rsrc_register.flags", unsafe.Offsetof(rr.Flags), 4},
+		{"io_uring_rsrc_register.resv2", unsafe.Offsetof(rr.Resv2), 8},
+		{"io_uring_rsrc_register.data", unsafe.Offsetof(rr.Data), 16},
+		{"io_uring_rsrc_register.tags", unsafe.Offsetof(rr.Tags), 24},
 
 		{"sizeof(struct io_uring_getevents_arg)", unsafe.Sizeof(g), 24},
 		{"io_uring_getevents_arg.sigmask", unsafe.Offsetof(g.Sigmask), 0},
@@ -308,7 +316,9 @@ func TestConstants(t *testing.T) {
 		{"IORING_REGISTER_EVENTFD", RegisterEventFD, 4},
 		{"IORING_UNREGISTER_EVENTFD", UnregisterEventFD, 5},
 		{"IORING_REGISTER_PROBE", RegisterProbe, 8},
+		{"IORING_REGISTER_FILES_UPDATE", RegisterFilesUpdate, 6},
 		{"IORING_REGISTER_FILES2", RegisterFiles2, 13},
+		{"IORING_RSRC_REGISTER_SPARSE", RsrcRegisterSparse, 1},
 		{"IORING_REGISTER_RING_FDS", RegisterRingFDs, 20},
 		{"IORING_UNREGISTER_RING_FDS", UnregisterRingFDs, 21},
 		{"IORING_REGISTER_PBUF_RING", RegisterPbufRing, 22},

@@ -87,6 +87,15 @@ type RsrcUpdate struct {
 	Data         uint64
 }
 
+// RsrcRegister is struct io_uring_rsrc_register, the argument of
+// IORING_REGISTER_FILES2.
+type RsrcRegister struct {
+	Nr, Flags uint32
+	Resv2     uint64
+	Data      uint64
+	Tags      uint64
+}
+
 // GetEventsArg is struct io_uring_getevents_arg, passed with EnterExtArg.
 type GetEventsArg struct {
 	Sigmask     uint64
