@@ -103,6 +103,30 @@ func ufSlowEchoConn(c *Conn) {
 	}
 }
 
+// ufSlowerEchoConn is ufSlowEchoConn with a short sleep after every 16
+// KiB, for a test that needs the reader behind loopback for certain: a
+// yield alone once kept pace with 8 MiB in a full -race run, and the input
+// never reached a 64 KiB mark.
+func ufSlowerEchoConn(c *Conn) {
+	b := make([]byte, 1024)
+	for i := 1; ; i++ {
+		n, err := c.Read(b)
+		if n > 0 {
+			if _, werr := c.Write(b[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+		if i%16 == 0 {
+			time.Sleep(20 * time.Microsecond)
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
 // ufSlowEchoHandler echoes at most 1 KiB per call and yields before
 // returning (the input stays held until then).
 func ufSlowEchoHandler(ctx context.Context, c *Conn) error {
@@ -138,7 +162,7 @@ func TestUringTinyBufferRing(t *testing.T) {
 		for _, style := range tsStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp", WithBufferRing(4, 512), WithLoops(1))
-				srv := tsServe(t, ln, style, ufSlowEchoConn, ufSlowEchoHandler)
+				srv := tsServe(t, ln, style, ufSlowerEchoConn, ufSlowEchoHandler)
 				before := ufStats(ln) // the engine may linger from the last subtest
 				errs := make(chan error, clients)
 				for i := range clients {
@@ -872,7 +896,7 @@ func TestUringPauseByCancel(t *testing.T) {
 		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithLoops(1))
-				srv := tsServe(t, ln, style, ufSlowEchoConn, ufSlowEchoHandler)
+				srv := tsServe(t, ln, style, ufSlowerEchoConn, ufSlowEchoHandler)
 				before := ufStats(ln)
 				c := tsDialStd(t, "tcp", ln.Addr().String())
 				if err := tsBulkRoundTrip(c, data, 1); err != nil {
