@@ -19,7 +19,8 @@ import (
 const maxIov = 64
 
 // conn is the loop's state for one FD. The loop goroutine owns it, except
-// the send fields under sendMu in uring-sqpoll mode, where writers submit.
+// the send fields under sendMu in uring-sqpoll mode, where writers submit
+// (lockSend).
 type conn struct {
 	fd   *poll.FD
 	l    *loop
@@ -35,21 +36,27 @@ type conn struct {
 	notified     bool          // on l.notify
 	limited      bool          // the recv in flight has a byte limit (SetRecvLimit)
 	pollIn       bool          // input by POLL_ADD and read(2), not multishot recv
+	fixed        bool          // the socket is in the ring's fixed-file table at slot
 	outArmed     bool          // a multishot POLLOUT is in flight (after a send's EAGAIN)
 	outCanceling bool          // its cancel is in flight
 	needOut      bool          // output waits for POLLOUT
 	outSeq       atomic.Uint32 // POLLOUT CQEs seen
-	sendSeq      uint32        // outSeq when the send in flight was issued; under sendMu
+	sendSeq      uint32        // outSeq when the send in flight was issued; under lockSend
 
-	sendMu   sync.Mutex // uring-sqpoll: writers submit sends too
-	attached bool       // under sendMu
-	sendBusy bool       // a send is in flight; under sendMu
-	tearing  bool       // cancelling; no new requests; under sendMu
-	ring     *sendRing  // uring-sqpoll: the ring this conn sends on
+	// sendMu guards the send fields in uring-sqpoll mode, where writers
+	// submit sends too (shared is set). In the other modes only the loop
+	// touches them, and lockSend takes no lock.
+	sendMu   sync.Mutex
+	shared   bool      // uring-sqpoll; set before the conn is posted to the loop
+	attached bool      // under lockSend
+	sendBusy bool      // a send is in flight; under lockSend
+	tearing  bool      // cancelling; no new requests; under lockSend
+	ring     *sendRing // uring-sqpoll: the ring this conn sends on
 
 	iov    [][]byte
 	gather *sendGather // made on the first send of more than one slice
 	pin    runtime.Pinner
+	staged uint16 // the send in flight copied c.iov into this staging buffer (index+1; 0: none)
 	// reactor scratch
 	sendIov  [][]byte
 	sendVecs *poll.Iovecs
@@ -77,6 +84,9 @@ func (l *loop) attach(c *conn) {
 	}
 	c.gen = l.gens[c.slot]
 	c.pollIn = l.mode == ModeReactor || isUnixSocket(c.fd.Sysfd)
+	if !c.pollIn && c.slot < l.fixed {
+		c.fixed = l.ring.UpdateFile(c.slot, c.fd.Sysfd) == nil
+	}
 	l.conns[c.slot] = c
 	l.live++
 	if !c.fd.NoBlock {
@@ -85,9 +95,9 @@ func (l *loop) attach(c *conn) {
 	if l.send != nil {
 		c.ring = l.send.pick(c.slot)
 	}
-	c.sendMu.Lock()
+	c.lockSend()
 	c.attached = true
-	c.sendMu.Unlock()
+	c.unlockSend()
 	if c.fd.Closing() {
 		l.close(c)
 		return
@@ -106,6 +116,7 @@ func (l *loop) armRecv(c *conn) {
 		sqe.UserData = userData(kindPoll, c.gen, c.slot)
 	} else {
 		sqe.PrepRecvMultishot(c.fd.Sysfd, 0, l.bufs.ring.Bgid)
+		c.useFixed(sqe)
 		if !l.noRecvLimit {
 			// The kernel stops at the high-water mark by itself: held
 			// input never exceeds it by more than one buffer.
@@ -115,6 +126,15 @@ func (l *loop) armRecv(c *conn) {
 		sqe.UserData = userData(kindRecv, c.gen, c.slot)
 	}
 	c.recvArmed = true
+}
+
+// useFixed makes sqe name c's fixed-file slot instead of its descriptor,
+// if c has one.
+func (c *conn) useFixed(sqe *uring.SQE) {
+	if c.fixed {
+		sqe.Fd = int32(c.slot)
+		sqe.Flags |= uring.SqeFixedFile
+	}
 }
 
 // isUnixSocket reports whether sysfd is an AF_UNIX socket. The io_uring
@@ -243,8 +263,8 @@ func (l *loop) flush(c *conn) {
 		l.reactorFlush(c)
 		return
 	}
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
+	c.lockSend()
+	defer c.unlockSend()
 	if !c.attached || c.tearing || c.sendBusy {
 		return
 	}
@@ -259,19 +279,28 @@ func (l *loop) flush(c *conn) {
 	l.prepSend(l.getSQE(), c)
 }
 
-// prepSend fills sqe with a send of c.iov; called with c.sendMu held. The
-// payload stays referenced by the FD's output queue until OutputSent, and
-// pinned until the CQE.
+// prepSend fills sqe with a send of c.iov, with the send fields locked
+// (lockSend). A small payload goes out of a copy in a staging buffer
+// (stage.go); otherwise it stays referenced by the FD's output queue until
+// OutputSent, and pinned until the CQE.
 func (l *loop) prepSend(sqe *uring.SQE, c *conn) {
-	for _, p := range c.iov {
-		c.pin.Pin(unsafe.SliceData(p))
-	}
 	// MSG_DONTWAIT: a send that finds the socket full ends with EAGAIN
 	// and the loop waits for POLLOUT itself (armPollOut). Left to wait
 	// inside the kernel, sends on full AF_UNIX sockets were seen on 6.18
 	// to end with EAGAIN anyway, or to never complete on SQPOLL rings
 	// while the socket polled writable.
 	const flags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
+	if l.stage != nil {
+		if p, ref, ok := l.stage.stage(c.iov); ok {
+			c.staged = ref
+			sqe.PrepSend(c.fd.Sysfd, p, flags)
+			l.sendPrepped(sqe, c)
+			return
+		}
+	}
+	for _, p := range c.iov {
+		c.pin.Pin(unsafe.SliceData(p))
+	}
 	if len(c.iov) == 1 {
 		sqe.PrepSend(c.fd.Sysfd, c.iov[0], flags)
 	} else {
@@ -285,6 +314,12 @@ func (l *loop) prepSend(sqe *uring.SQE, c *conn) {
 		g.msg = uring.Msghdr{Iov: uint64(uintptr(unsafe.Pointer(&g.vecs[0]))), Iovlen: uint64(len(c.iov))}
 		sqe.PrepSendmsg(c.fd.Sysfd, &g.msg, flags)
 	}
+	l.sendPrepped(sqe, c)
+}
+
+// sendPrepped completes a send's SQE and marks it in flight.
+func (l *loop) sendPrepped(sqe *uring.SQE, c *conn) {
+	c.useFixed(sqe)
 	sqe.UserData = userData(kindSend, c.gen, c.slot)
 	c.sendBusy = true
 	c.sendSeq = c.outSeq.Load()
@@ -295,12 +330,17 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 	if c == nil {
 		return
 	}
-	c.sendMu.Lock()
+	c.lockSend()
 	roomSince := c.sendSeq != c.outSeq.Load()
 	c.sendBusy = false
-	c.pin.Unpin()
+	if c.staged != 0 {
+		l.stage.unstage(c.staged)
+		c.staged = 0
+	} else {
+		c.pin.Unpin()
+	}
 	clear(c.iov)
-	c.sendMu.Unlock()
+	c.unlockSend()
 	empty := true
 	switch {
 	case cqe.Res >= 0:
@@ -362,27 +402,44 @@ func (l *loop) close(c *conn) {
 }
 
 func (c *conn) attachedNow() bool {
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return c.attached
+	c.lockSend()
+	attached := c.attached
+	c.unlockSend()
+	return attached
 }
 
 func (l *loop) isTearing(c *conn) bool {
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return c.tearing
+	c.lockSend()
+	tearing := c.tearing
+	c.unlockSend()
+	return tearing
+}
+
+// lockSend locks the send fields against writers that submit sends
+// themselves (uring-sqpoll); in the other modes only the loop touches
+// them and there is nothing to lock.
+func (c *conn) lockSend() {
+	if c.shared {
+		c.sendMu.Lock()
+	}
+}
+
+func (c *conn) unlockSend() {
+	if c.shared {
+		c.sendMu.Unlock()
+	}
 }
 
 // teardown cancels every request on c; the last final CQE finalizes it.
 func (l *loop) teardown(c *conn) {
-	c.sendMu.Lock()
+	c.lockSend()
 	if c.tearing {
-		c.sendMu.Unlock()
+		c.unlockSend()
 		return
 	}
 	c.tearing = true
 	busy := c.sendBusy
-	c.sendMu.Unlock()
+	c.unlockSend()
 	delete(l.draining, c)
 	l.cancelRecv(c)
 	if busy {
@@ -403,9 +460,9 @@ func (l *loop) cancelSend(c *conn) {
 // maybeFinalize closes c's descriptor once no request is in flight on it,
 // and frees its slot for reuse under a new generation.
 func (l *loop) maybeFinalize(c *conn) {
-	c.sendMu.Lock()
+	c.lockSend()
 	busy := c.sendBusy
-	c.sendMu.Unlock()
+	c.unlockSend()
 	if c.recvArmed || busy || c.outArmed {
 		return
 	}
@@ -424,6 +481,17 @@ func (l *loop) maybeFinalize(c *conn) {
 	l.live--
 	if !c.fd.NoBlock {
 		l.blockers--
+	}
+	if c.fixed {
+		// The slot holds the socket open: clear it before the
+		// descriptor closes, or the peer would see no FIN.
+		if l.ring.UpdateFile(c.slot, -1) != nil {
+			// Out of kernel memory, say: end the connection for the
+			// peer anyway. The file itself waits in the slot until the
+			// next connection there replaces it, or the ring closes.
+			unix.Shutdown(c.fd.Sysfd, unix.SHUT_RDWR)
+		}
+		c.fixed = false
 	}
 	c.fd.DiscardInput()
 	c.fd.Finalize()

@@ -137,7 +137,7 @@ func (e *Engine) Name() string { return e.mode.String() }
 // concurrent use.
 func (e *Engine) Register(fd *poll.FD) error {
 	l := e.pick()
-	c := &conn{fd: fd, l: l}
+	c := &conn{fd: fd, l: l, shared: e.mode == ModeSQPoll}
 	fd.Private = c
 	fd.Loop = l
 	fd.DirectWrite = e.mode == ModeHybrid || e.mode == ModeReactor

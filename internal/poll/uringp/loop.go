@@ -46,9 +46,11 @@ type loop struct {
 	sleeping atomic.Bool
 	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
 
-	mu       sync.Mutex
-	tasks    []task
-	returned []uint16 // provided buffers readers released
+	mu    sync.Mutex
+	tasks []task
+	// queued is set, under mu, while tasks is not empty: the loop checks
+	// its inbox with one load, and takes mu only when there is work.
+	queued atomic.Bool
 
 	ring    *uring.Ring
 	bufs    *bufPool
@@ -68,12 +70,14 @@ type loop struct {
 	draining  map[*conn]time.Time
 	yielded   bool
 	batch     uint32 // Tuning.Batch where the kernel has min_wait; else 0
+	fixed     uint32 // slots of the ring's fixed-file table (0: none)
 	stopping  bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
 	noRecvLimit bool
 
-	send *sendRings // uring-sqpoll
+	send  *sendRings // uring-sqpoll
+	stage *stager    // uring, uring-hybrid: small sends go out of it
 }
 
 func newLoop(m Mode, t Tuning) *loop {
@@ -136,6 +140,14 @@ func (l *loop) setup() error {
 			l.batch = l.tuning.Batch
 		}
 	}
+	if l.mode == ModeUring || l.mode == ModeHybrid {
+		// Best effort too: requests on a connection in the table skip
+		// the descriptor's lookup and reference count (fixed files).
+		n := fixedSlots()
+		if n > 0 && l.ring.RegisterFilesSparse(n) == nil {
+			l.fixed = n
+		}
+	}
 	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		l.evfd = -1
 		return os.NewSyscallError("eventfd", err)
@@ -153,8 +165,27 @@ func (l *loop) setup() error {
 			return err
 		}
 	}
+	if l.mode == ModeUring || l.mode == ModeHybrid {
+		if l.stage, err = newStager(); err != nil {
+			return err
+		}
+	}
 	l.armWake()
 	return nil
+}
+
+// maxFixedSlots bounds a loop's fixed-file table: the kernel keeps a
+// pointer per slot, and connections past it simply go without.
+const maxFixedSlots = 1 << 14
+
+// fixedSlots returns the size of a loop's fixed-file table: the kernel
+// refuses one larger than RLIMIT_NOFILE.
+func fixedSlots() uint32 {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		return 0
+	}
+	return uint32(min(lim.Cur, maxFixedSlots))
 }
 
 // teardownRing releases the ring and what the kernel shared with it.
@@ -166,6 +197,9 @@ func (l *loop) teardownRing() {
 	}
 	if l.bufs != nil {
 		l.bufs.close()
+	}
+	if l.stage != nil {
+		l.stage.close()
 	}
 	if l.ring != nil {
 		l.ring.Close()
@@ -179,13 +213,12 @@ func (l *loop) teardownRing() {
 }
 
 // post queues t and wakes the loop if it sleeps. The loop sets sleeping,
-// re-checks the inbox, and only then blocks; a producer writes the eventfd
-// only if it clears the flag itself. Go's atomics are sequentially
-// consistent, so one side always sees the other (Dekker).
+// re-checks the inbox (queued), and only then blocks; a producer sets
+// queued, then writes the eventfd only if it clears sleeping itself. Go's
+// atomics are sequentially consistent, so one side always sees the other
+// (Dekker).
 func (l *loop) post(t task) {
-	l.mu.Lock()
-	l.tasks = append(l.tasks, t)
-	l.mu.Unlock()
+	l.later(t)
 	l.wake()
 }
 
@@ -201,6 +234,7 @@ func (l *loop) wake() {
 func (l *loop) later(t task) {
 	l.mu.Lock()
 	l.tasks = append(l.tasks, t)
+	l.queued.Store(true)
 	l.mu.Unlock()
 }
 
@@ -221,15 +255,20 @@ func (l *loop) Close(fd *poll.FD) { l.post(task{kind: taskClose, c: fd.Private.(
 
 // pending reports whether the inbox holds work.
 func (l *loop) pending() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.tasks) > 0 || (len(l.returned) > 0 && len(l.starved) > 0)
+	if l.queued.Load() {
+		return true
+	}
+	return len(l.starved) > 0 && !l.bufs.returned.empty()
 }
 
 // runTasks runs the inbox and reports whether the loop was told to stop.
 func (l *loop) runTasks() (stop bool) {
+	if !l.queued.Load() {
+		return false
+	}
 	l.mu.Lock()
 	l.running, l.tasks = l.tasks, l.running[:0]
+	l.queued.Store(false)
 	l.mu.Unlock()
 	for i, t := range l.running {
 		switch t.kind {
