@@ -490,8 +490,8 @@ func (l *loop) nextTimer() (time.Duration, bool) {
 
 // expire acts on passed deadlines.
 func (l *loop) expire() {
-	if len(l.draining) == 0 && l.liveAcceptors() == 0 {
-		return
+	if len(l.draining) == 0 && !l.acceptWaits() {
+		return // no deadline: spare the clock read
 	}
 	now := time.Now()
 	for c, t := range l.draining {
@@ -505,6 +505,16 @@ func (l *loop) expire() {
 			l.armAccept(a)
 		}
 	}
+}
+
+// acceptWaits reports whether an acceptor waits to re-arm (EMFILE).
+func (l *loop) acceptWaits() bool {
+	for _, a := range l.acceptors {
+		if a != nil && !a.retryAt.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *loop) sendReady() bool { return l.send != nil && l.send.ready() }
