@@ -87,27 +87,17 @@ func ufBuffersBack(t testing.TB, ln *Listener) {
 
 // ufSlowEchoConn echoes c 1 KiB at a time, yielding after each piece, so
 // that input (and the provided buffers under it) waits for the reader.
-func ufSlowEchoConn(c *Conn) {
-	b := make([]byte, 1024)
-	for {
-		n, err := c.Read(b)
-		if n > 0 {
-			if _, werr := c.Write(b[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-		runtime.Gosched()
-	}
-}
+func ufSlowEchoConn(c *Conn) { ufPacedEcho(c, 0) }
 
-// ufSlowerEchoConn is ufSlowEchoConn with a short sleep after every 16
-// KiB, for a test that needs the reader behind loopback for certain: a
-// yield alone once kept pace with 8 MiB in a full -race run, and the input
-// never reached a 64 KiB mark.
-func ufSlowerEchoConn(c *Conn) {
+// ufSlowerEchoConn also sleeps briefly after every 16 KiB, for a test that
+// needs the reader behind loopback for certain: a yield alone once kept
+// pace with 8 MiB in a full -race run, and the input never reached a 64 KiB
+// mark.
+func ufSlowerEchoConn(c *Conn) { ufPacedEcho(c, 16) }
+
+// ufPacedEcho echoes c 1 KiB at a time, yielding after each piece, or,
+// with sleepEvery > 0, sleeping 20 µs after every sleepEvery pieces.
+func ufPacedEcho(c *Conn, sleepEvery int) {
 	b := make([]byte, 1024)
 	for i := 1; ; i++ {
 		n, err := c.Read(b)
@@ -119,7 +109,7 @@ func ufSlowerEchoConn(c *Conn) {
 		if err != nil {
 			return
 		}
-		if i%16 == 0 {
+		if sleepEvery > 0 && i%sleepEvery == 0 {
 			time.Sleep(20 * time.Microsecond)
 		} else {
 			runtime.Gosched()
