@@ -61,6 +61,12 @@ type LinkBuffer struct {
 	pending  *node // node prepared by WriteSpace, linked by Commit
 	spaceLen int   // length of the last WriteSpace slice, 0 once committed
 	growHint int   // minimum size of the next new node
+
+	// spare is the struct of the last ref node Release freed, kept for
+	// the next AppendRef: a connection whose input arrives in io_uring
+	// provided buffers links and frees one per message. Consumer-side
+	// state, like AppendRef and Release. It holds no memory but itself.
+	spare *node
 }
 
 // New returns an empty buffer. Node memory comes from a package pool of
@@ -246,7 +252,7 @@ func (b *LinkBuffer) Release() {
 		}
 		b.head = n.next
 		b.held -= n.w - n.off
-		freeNode(n)
+		b.free(n)
 	}
 	// A drained tail is kept (a producer may be writing its free space),
 	// but its bytes are released all the same: Held must fall to zero once
@@ -258,7 +264,7 @@ func (b *LinkBuffer) Release() {
 		b.held -= t.w - t.off
 		if t.class == classRef {
 			b.head, b.read, b.tail = nil, nil, nil
-			freeNode(t)
+			b.free(t)
 			return
 		}
 		t.off = t.w

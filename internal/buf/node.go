@@ -84,6 +84,21 @@ func newRefNode(p []byte, release func()) *node {
 	return n
 }
 
+// free frees n as freeNode does, but keeps a ref node's struct as the
+// buffer's spare when it has none.
+func (b *LinkBuffer) free(n *node) {
+	if n.class != classRef || b.spare != nil {
+		freeNode(n)
+		return
+	}
+	rel := n.release
+	*n = node{class: classRef}
+	b.spare = n
+	if rel != nil {
+		rel()
+	}
+}
+
 // freeNode returns n to its pool, calling its release func if it has one.
 // The caller must have unlinked n and must not touch it afterwards.
 func freeNode(n *node) {

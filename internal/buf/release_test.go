@@ -345,3 +345,48 @@ func contents(b *LinkBuffer) string {
 		return parts
 	}(), "")
 }
+
+// TestRefSpare: a ref node Release frees leaves its struct as the buffer's
+// spare, and the next AppendRef reuses it; every release func still runs
+// exactly once, when its bytes are released, and a reused node exposes no
+// free area of the new memory.
+func TestRefSpare(t *testing.T) {
+	b := New()
+	calls := map[string]int{}
+	ref := func(s string) {
+		b.AppendRef([]byte(s), func() { calls[s]++ })
+	}
+	ref("first")
+	first := b.head
+	if got := string(b.Next(5)); got != "first" {
+		t.Fatalf("Next = %q", got)
+	}
+	b.Release()
+	if calls["first"] != 1 || b.spare != first || b.head != nil {
+		t.Fatalf("after Release: calls %v, spare %p (want %p), head %p", calls, b.spare, first, b.head)
+	}
+	ref("second!")
+	if b.head != first || b.spare != nil {
+		t.Fatal("AppendRef did not reuse the spare node")
+	}
+	if sp := b.WriteSpace(1); &sp[0] == &first.buf[0] {
+		t.Fatal("WriteSpace handed out the referenced memory")
+	}
+	b.Commit(copy(b.WriteSpace(1), "x"))
+	ref("third")
+	if got := string(b.Next(b.Len())); got != "second!xthird" {
+		t.Fatalf("Next = %q, want %q", got, "second!xthird")
+	}
+	b.Release()
+	if calls["second!"] != 1 || calls["third"] != 1 || calls["first"] != 1 {
+		t.Fatalf("release calls %v, want each once", calls)
+	}
+	if b.spare == nil {
+		t.Fatal("no spare kept after releasing ref nodes")
+	}
+	ref("fourth")
+	b.Discard()
+	if calls["fourth"] != 1 {
+		t.Fatalf("Discard: release calls %v, want fourth once", calls)
+	}
+}

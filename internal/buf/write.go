@@ -154,7 +154,16 @@ func (b *LinkBuffer) AppendRef(p []byte, release func()) {
 		}
 		return
 	}
-	b.link(newRefNode(p, release))
+	n := b.spare
+	if n == nil {
+		b.link(newRefNode(p, release))
+		return
+	}
+	b.spare = nil
+	n.buf = p[:len(p):len(p)] // as newRefNode: no free area
+	n.w = len(p)
+	n.release = release
+	b.link(n)
 }
 
 // Discard consumes everything and frees every node, the tail included,
