@@ -20,11 +20,13 @@ func (c *Conn) schedule() {
 
 // outputDrained runs on the loop goroutine when the output queue fell to
 // its low-water mark: an inline handler held back by a full queue runs
-// again.
-func (c *Conn) outputDrained() {
+// again. It reports whether it ran the handler.
+func (c *Conn) outputDrained() bool {
 	if c.heldBack.Load() && c.heldBack.CompareAndSwap(true, false) {
 		c.schedule()
+		return true
 	}
+	return false
 }
 
 // holdBack reports whether an inline handler must wait for its output to

@@ -43,8 +43,9 @@ type FD struct {
 	NoBlock bool
 	// OnDrained, if set, runs on the loop goroutine each time sent output
 	// leaves the queue at or under the output low-water mark. It must not
-	// block. Set before Register.
-	OnDrained func()
+	// block, and reports whether it may have queued output. Set before
+	// Register.
+	OnDrained func() bool
 	// Private is the engine's per-FD state, set by Register.
 	Private any
 
@@ -61,8 +62,9 @@ type FD struct {
 	wmu      sync.Mutex
 	outMu    sync.Mutex
 	out      *buf.LinkBuffer
-	loopOwns bool  // the loop is sending out; writers must queue
-	outErr   error // sticky send error
+	loopOwns bool        // the loop is sending out; writers must queue
+	outFull  atomic.Bool // out.Len() >= OutputHighWater; stored under outMu (noteOut)
+	outErr   error       // sticky send error
 	wrClosed bool
 	writable token
 	iov      [][]byte    // writer scratch, under wmu
@@ -132,6 +134,7 @@ func (fd *FD) Finalize() {
 
 	fd.outMu.Lock()
 	fd.out.Discard()
+	fd.noteOut()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
 	fd.writable.signal()

@@ -26,6 +26,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Lock()
 	fd.out.Skip(n)
 	fd.out.Release()
+	fd.noteOut()
 	left := fd.out.Len()
 	empty = left == 0
 	if empty {
@@ -35,10 +36,9 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
 		fd.writable.signal()
-		if fd.OnDrained != nil {
-			fd.OnDrained()
-			// It may have queued more (an inline handler): the caller
-			// must not take the queue for empty and finish a close.
+		if fd.OnDrained != nil && fd.OnDrained() {
+			// It ran an inline handler, which may have queued more: the
+			// caller must not take the queue for empty and finish a close.
 			empty = empty && !fd.OutputPending()
 		}
 	}
@@ -54,18 +54,23 @@ func (fd *FD) OutputError(err error) {
 		fd.outErr = err
 	}
 	fd.out.Discard()
+	fd.noteOut()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
 	fd.writable.signal()
 }
 
 // OutputFull reports whether the output queue is at or above the output
-// high-water mark.
-func (fd *FD) OutputFull() bool {
-	fd.outMu.Lock()
-	full := fd.out.Len() >= fd.cfg.OutputHighWater
-	fd.outMu.Unlock()
-	return full
+// high-water mark. It takes no lock: an inline handler asks before every
+// call.
+func (fd *FD) OutputFull() bool { return fd.outFull.Load() }
+
+// noteOut refreshes outFull after the output queue changed. Called with
+// outMu held; it stores only when the answer changes.
+func (fd *FD) noteOut() {
+	if full := fd.out.Len() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
+		fd.outFull.Store(full)
+	}
 }
 
 // OutputPending reports whether output is queued for the loop to send.
@@ -106,10 +111,10 @@ func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release(); s
 // serialized and never interleave.
 func (fd *FD) Write(p []byte) (int, error) {
 	fd.wmu.Lock()
-	defer fd.wmu.Unlock()
 	fd.slice.p = p // reused under wmu: a new one per call would escape
 	n, err := fd.write(&fd.slice)
 	fd.slice.p = nil
+	fd.wmu.Unlock() // not deferred: write does not panic, and this runs per request
 	return n, err
 }
 
@@ -118,9 +123,9 @@ func (fd *FD) Write(p []byte) (int, error) {
 // the caller may reuse them at once.
 func (fd *FD) WriteBuffer(b *buf.LinkBuffer) error {
 	fd.wmu.Lock()
-	defer fd.wmu.Unlock()
 	_, err := fd.write(bufSource{b})
 	b.Discard()
+	fd.wmu.Unlock() // not deferred, as in Write
 	return err
 }
 
@@ -161,6 +166,7 @@ func (fd *FD) write(src source) (int, error) {
 		}
 		if room > 0 {
 			total += fd.queue(src, room)
+			fd.noteOut()
 			kick := !fd.loopOwns
 			fd.loopOwns = true
 			fd.outMu.Unlock()
