@@ -113,13 +113,13 @@ func TestAcceptStormEMFILE(t *testing.T) {
 		restore()
 		for i, fd := range socks {
 			msg := "storm " + strconv.Itoa(i)
-			if _, err := syscall.Write(fd, []byte(msg)); err != nil {
+			if _, err := ignoringEINTR(func() (int, error) { return syscall.Write(fd, []byte(msg)) }); err != nil {
 				t.Fatalf("storm client %d: write: %v", i, err)
 			}
 			got := make([]byte, 0, len(msg))
 			buf := make([]byte, len(msg))
 			for len(got) < len(msg) {
-				n, err := syscall.Read(fd, buf[:len(msg)-len(got)])
+				n, err := ignoringEINTR(func() (int, error) { return syscall.Read(fd, buf[:len(msg)-len(got)]) })
 				if err != nil || n == 0 {
 					t.Fatalf("storm client %d: read after the limit was lifted: %d, %v", i, n, err)
 				}
@@ -133,6 +133,19 @@ func TestAcceptStormEMFILE(t *testing.T) {
 			t.Errorf("the Server has %d connections, want %d", n, existing+storm)
 		}
 	})
+}
+
+// ignoringEINTR retries a raw socket syscall that a signal interrupted. The
+// storm clients' sockets have SO_RCVTIMEO and SO_SNDTIMEO, and a blocked call
+// on such a socket is not restarted after a handler (socket(7)), so the Go
+// runtime's preemption signal can make it fail with EINTR.
+func ignoringEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
 
 // srvConns lists the Server's open connections.

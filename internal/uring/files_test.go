@@ -62,8 +62,18 @@ func TestFixedFile(t *testing.T) {
 func readWithin(t *testing.T, fd int, d time.Duration) string {
 	t.Helper()
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(pfd, int(d/time.Millisecond)); err != nil || n == 0 {
-		t.Fatalf("poll(%d): n %d, %v: nothing to read within %v", fd, n, err, d)
+	deadline := time.Now().Add(d)
+	for {
+		// poll(2) is never restarted after a signal handler: the Go
+		// runtime's preemption signal can end it with EINTR.
+		n, err := unix.Poll(pfd, int(time.Until(deadline)/time.Millisecond))
+		if err == unix.EINTR && time.Now().Before(deadline) {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("poll(%d): n %d, %v: nothing to read within %v", fd, n, err, d)
+		}
+		break
 	}
 	p := make([]byte, 64)
 	n, err := unix.Read(fd, p)
