@@ -97,9 +97,9 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 			c.Close()
 			return nil, ErrServerClosed
 		}
-		// A handler may have closed the connection, and the loop finalized
-		// it, before adopt: its forget came too early, so forget it here.
-		// (Finalize marks the FD finalized before it calls OnFinalize, so
+		// A handler may have closed the connection, and the FD been
+		// destroyed, before adopt: its forget came too early, so forget
+		// it here. (The FD counts as finalized before OnFinalize runs, so
 		// one of the two forgets comes after adopt.)
 		if c.fd.Finalized() {
 			srv.forget(c)
@@ -131,8 +131,15 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return n, c.opError("write", err)
 }
 
-// Close closes the connection. Blocked and later calls fail with
-// net.ErrClosed; queued output is still sent, for up to the drain timeout.
+// Close closes the connection, as net's Close does, and never blocks.
+// Blocked and later calls fail with net.ErrClosed. With no output queued,
+// the writing side is shut down before Close returns, so the peer reads
+// EOF at once; queued output is sent first, for up to the drain timeout
+// (WithDrainTimeout), as the kernel sends what a closed net.Conn left in
+// its buffer. The descriptor itself is closed as soon as the engine's
+// requests on it have ended. Slices the Reader handed out stay valid and
+// keep their bytes, whoever closes the connection and whenever (see
+// Reader).
 func (c *Conn) Close() error {
 	return c.opError("close", c.fd.Close())
 }

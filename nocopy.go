@@ -12,6 +12,15 @@ import (
 // in a Server handler, also until the handler returns). Its methods block
 // until enough input arrived, honouring the read deadline, and must be used
 // by one goroutine at a time.
+//
+// A slice never shows another connection's bytes, even when its connection
+// is closed under it (by Close from another goroutine, Server.Shutdown,
+// the idle or drain timeout): memory a reader can still see is never given
+// back to the kernel or a pool before Release, or before the handler
+// returns. A reader that keeps slices past Close without calling Release
+// costs memory, not correctness: the buffers under them are retired rather
+// than recycled (LoopStats.BuffersRetired counts them), so calling Release
+// when done, before or after Close, is still the cheaper way.
 type Reader struct{ c *Conn }
 
 // Next returns the next n bytes and consumes them.

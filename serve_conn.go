@@ -78,8 +78,15 @@ func (c *Conn) runHandler() bool {
 		if c.holdBack() {
 			return true
 		}
+		// The call holds a reference: whoever closes the connection
+		// meanwhile, the input the handler sees is not recycled before it
+		// returns.
+		if !c.fd.Ref() {
+			return false // closed since the check above
+		}
 		err := c.srv.handler(c.srv.ctx, c)
 		after, endedAfter := c.fd.ReleaseState()
+		c.fd.Unref()
 		if err != nil && !(c.inline && errors.Is(err, ErrWouldBlock)) {
 			c.Close()
 			return false

@@ -43,10 +43,17 @@ type LoopStats struct {
 	// writers send themselves, on epoll, uring-hybrid and uring-reactor,
 	// are not counted).
 	BytesIn, BytesOut uint64
-	// BuffersOut is the number of provided buffers out of the ring now:
-	// holding input not yet released. It is 0 when every connection has
+	// BuffersOut is the number of provided buffers holding input that
+	// readers have not released yet. It is 0 when every connection has
 	// released its input or closed.
 	BuffersOut int64
+	// BuffersRetired counts provided buffers taken out of use for good,
+	// because their connection was closed while a reader still held
+	// slices of them (without Release): that memory is never reused, so
+	// the slices stay valid, and new memory takes its place in the ring.
+	// A count that keeps growing means readers that do not call Release
+	// before Close; each such buffer costs one allocation.
+	BuffersRetired uint64
 }
 
 // Enters returns the io_uring_enter calls of every purpose.
@@ -64,10 +71,10 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.Accepts,
-		s.BytesIn, s.BytesOut, s.BuffersOut)
+		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired)
 }
 
 // Stats returns the counters of each loop of the engine serving the
@@ -108,5 +115,6 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		BytesIn:        p.BytesIn.Load(),
 		BytesOut:       p.BytesOut.Load(),
 		BuffersOut:     p.BuffersOut.Load(),
+		BuffersRetired: p.BuffersRetired.Load(),
 	}
 }

@@ -240,7 +240,7 @@ func (b *LinkBuffer) Shrink() {
 }
 
 // Release frees every node that is fully consumed and is not the tail,
-// returning its memory to the pool (or calling its release func). Slices
+// returning its memory to the pool (or releasing it to its owner). Slices
 // obtained from Next or Peek before the call are no longer valid. The tail
 // is always kept, and never rewound, because a producer may be writing into
 // its free area.

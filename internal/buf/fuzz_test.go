@@ -32,7 +32,38 @@ type fuzzModel struct {
 	nexts    [][2][]byte
 	refEnd   []int // stream offset just past each AppendRef'd block
 	released []int // release calls per AppendRef'd block
+	retired  []int // retire calls per AppendRef'd block
 	discard  bool  // inside Discard: releasing unconsumed refs is allowed
+	// kept are Next results from before an Abandon: they must stay intact
+	// for ever, whatever the buffer does afterwards.
+	kept [][2][]byte
+}
+
+// fuzzOwner is the owner of the model's id'th AppendRef'd block.
+type fuzzOwner struct {
+	m  *fuzzModel
+	id int
+	n  int
+}
+
+func (o fuzzOwner) Release() {
+	m, id := o.m, o.id
+	m.released[id]++
+	if m.released[id]+m.retired[id] > 1 {
+		m.t.Fatalf("ref %d released after its owner already heard of it", id)
+	}
+	// An empty block is released at once; others only once consumed (or
+	// discarded).
+	if o.n > 0 && !m.discard && m.consumed < m.refEnd[id] {
+		m.t.Fatalf("ref %d released before being consumed", id)
+	}
+}
+
+func (o fuzzOwner) Retire() {
+	o.m.retired[o.id]++
+	if o.m.released[o.id]+o.m.retired[o.id] > 1 {
+		o.m.t.Fatalf("ref %d retired after its owner already heard of it", o.id)
+	}
 }
 
 // maxModel bounds the readable data so a long input cannot exhaust memory.
@@ -56,7 +87,7 @@ func (m *fuzzModel) step(r *opReader) {
 	t, b := m.t, m.b
 	op := r.byte()
 	full := len(m.data) > maxModel
-	switch op % 17 {
+	switch op % 18 {
 	case 0: // small Append
 		if n := r.byte(); !full {
 			b.Append(m.produce(n))
@@ -94,17 +125,8 @@ func (m *fuzzModel) step(r *opReader) {
 		id := len(m.refEnd)
 		m.refEnd = append(m.refEnd, m.written+n)
 		m.released = append(m.released, 0)
-		b.AppendRef(m.produce(n), func() {
-			m.released[id]++
-			if m.released[id] > 1 {
-				t.Fatalf("release of ref %d called twice", id)
-			}
-			// An empty block is released at once; others only
-			// once consumed (or discarded).
-			if n > 0 && !m.discard && m.consumed < m.refEnd[id] {
-				t.Fatalf("ref %d released before being consumed", id)
-			}
-		})
+		m.retired = append(m.retired, 0)
+		b.AppendRef(m.produce(n), fuzzOwner{m, id, n})
 	case 5: // Next
 		n := r.u24() % (len(m.data) + 1)
 		got, want := b.Next(n), m.consume(n)
@@ -172,9 +194,11 @@ func (m *fuzzModel) step(r *opReader) {
 		if !full {
 			m.splice(r)
 		}
+	case 17: // Abandon
+		m.abandonAll()
 	}
 	if b.Len() != len(m.data) || b.Held() < b.Len() {
-		t.Fatalf("op %d: Len %d Held %d, model %d", op%17, b.Len(), b.Held(), len(m.data))
+		t.Fatalf("op %d: Len %d Held %d, model %d", op%18, b.Len(), b.Held(), len(m.data))
 	}
 }
 
@@ -206,7 +230,7 @@ func (m *fuzzModel) splice(r *opReader) {
 			src.Append(p)
 		case 1:
 			refs++
-			src.AppendRef(bytes.Clone(p), func() { released++ })
+			src.AppendRef(bytes.Clone(p), releaseFunc(func() { released++ }))
 		case 2:
 			copy(src.WriteSpace(n), p)
 			src.Commit(n)
@@ -232,6 +256,29 @@ func (m *fuzzModel) checkNexts() {
 			m.t.Fatalf("Next result %d changed before Release", i)
 		}
 	}
+	for i, x := range m.kept {
+		if !bytes.Equal(x[0], x[1]) {
+			m.t.Fatalf("Next result %d, held across Abandon, changed", i)
+		}
+	}
+}
+
+// abandonAll abandons the buffer: every ref not yet released is retired,
+// and slices held since the last Release stay intact from then on.
+func (m *fuzzModel) abandonAll() {
+	m.checkNexts()
+	m.b.Abandon()
+	m.consume(len(m.data))
+	m.kept = append(m.kept, m.nexts...)
+	m.nexts = m.nexts[:0]
+	if m.b.Len() != 0 || m.b.Held() != 0 {
+		m.t.Fatalf("after Abandon: Len %d Held %d", m.b.Len(), m.b.Held())
+	}
+	for id := range m.released {
+		if m.released[id]+m.retired[id] != 1 {
+			m.t.Fatalf("ref %d: released %d and retired %d times after Abandon", id, m.released[id], m.retired[id])
+		}
+	}
 }
 
 func (m *fuzzModel) discardAll() {
@@ -244,9 +291,9 @@ func (m *fuzzModel) discardAll() {
 	if m.b.Len() != 0 || m.b.Held() != 0 {
 		m.t.Fatalf("after Discard: Len %d Held %d", m.b.Len(), m.b.Held())
 	}
-	for id, n := range m.released {
-		if n != 1 {
-			m.t.Fatalf("ref %d released %d times after Discard", id, n)
+	for id := range m.released {
+		if m.released[id]+m.retired[id] != 1 {
+			m.t.Fatalf("ref %d: released %d and retired %d times after Discard", id, m.released[id], m.retired[id])
 		}
 	}
 }
@@ -257,6 +304,7 @@ func FuzzLinkBuffer(f *testing.F) {
 	f.Add([]byte{2, 1, 0, 0, 0xff, 0x0f, 0, 2, 0x70, 0x11, 0x01, 0x00, 0x00, 0x01, 11, 4, 10, 12})
 	f.Add([]byte{4, 0x10, 0x00, 4, 0x20, 0x00, 0, 7, 7, 0x30, 0, 0, 10, 13, 0xff, 0xff, 0, 14, 1, 0, 3, 5, 0, 0, 9, 9, 0, 0, 0})
 	f.Add([]byte{13, 0x00, 0x40, 0x00, 2, 1, 0, 0, 0x00, 0x10, 0, 5, 0x00, 0x08, 0, 10, 2, 0x00, 0x30, 0, 0xff, 0xff, 0xff, 7, 0xff, 0xff, 0xff, 10, 12})
+	f.Add([]byte{4, 0x10, 0x00, 0, 8, 5, 0x08, 0x00, 0x00, 17, 0, 20, 2, 0x00, 0x10, 0x00, 0xff, 0xff, 0x00, 5, 0x04, 0x00, 0x00, 10})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := &fuzzModel{t: t, b: New()}
 		r := &opReader{data: data}

@@ -16,19 +16,19 @@ const (
 	// allocation (larger than maxClass); only its struct is pooled.
 	classUnpooled = -1
 	// classRef marks a node that references caller memory (AppendRef); its
-	// memory is never pooled, its release func is called instead.
+	// memory is never pooled, its owner is told instead.
 	classRef = -2
 )
 
 // node is one link of a LinkBuffer. Readable bytes are buf[r:w]; the free
 // area a producer may fill is buf[w:cap(buf)].
 type node struct {
-	buf     []byte
-	r, w    int
-	off     int // bytes of this node already taken out of LinkBuffer.held
-	next    *node
-	class   int    // index into classSizes, classUnpooled or classRef
-	release func() // for classRef nodes; called exactly once when freed
+	buf   []byte
+	r, w  int
+	off   int // bytes of this node already taken out of LinkBuffer.held
+	next  *node
+	class int   // index into classSizes, classUnpooled or classRef
+	owner Owner // for classRef nodes; told exactly once when freed
 }
 
 // classPools holds one pool per size class. Each pooled *node keeps its
@@ -73,15 +73,25 @@ func newNode(size int) *node {
 }
 
 // newRefNode returns a full node that references p without copying.
-func newRefNode(p []byte, release func()) *node {
+func newRefNode(p []byte, owner Owner) *node {
 	n := structPool.Get().(*node)
 	// Cap the slice at its length: the node must expose no free area, or a
 	// later WriteSpace/Append would scribble over the caller's memory.
 	n.buf = p[:len(p):len(p)]
 	n.w = len(p)
 	n.class = classRef
-	n.release = release
+	n.owner = owner
 	return n
+}
+
+// Owner owns memory that a LinkBuffer links without copying (AppendRef)
+// and tells it, exactly once, what became of it.
+type Owner interface {
+	// Release: the buffer no longer needs the memory; it may be reused.
+	Release()
+	// Retire: the memory must never be reused, since a reader may still
+	// see it (LinkBuffer.Abandon).
+	Retire()
 }
 
 // free frees n as freeNode does, but keeps a ref node's struct as the
@@ -91,27 +101,28 @@ func (b *LinkBuffer) free(n *node) {
 		freeNode(n)
 		return
 	}
-	rel := n.release
+	o := n.owner
 	*n = node{class: classRef}
 	b.spare = n
-	if rel != nil {
-		rel()
+	if o != nil {
+		o.Release()
 	}
 }
 
-// freeNode returns n to its pool, calling its release func if it has one.
-// The caller must have unlinked n and must not touch it afterwards.
+// freeNode returns n to its pool, releasing its memory to its owner if it
+// has one. The caller must have unlinked n and must not touch it
+// afterwards.
 func freeNode(n *node) {
 	n.r, n.w, n.off, n.next = 0, 0, 0, nil
 	switch n.class {
 	case classRef, classUnpooled:
-		rel := n.release
+		o := n.owner
 		// Drop the references so the pool does not pin caller or
 		// oversized memory.
-		n.buf, n.release = nil, nil
+		n.buf, n.owner = nil, nil
 		structPool.Put(n)
-		if rel != nil {
-			rel()
+		if o != nil {
+			o.Release()
 		}
 	default:
 		classPools[n.class].Put(n)

@@ -89,7 +89,7 @@ func TestAppendRefRelease(t *testing.T) {
 			b := New()
 			b.Append([]byte("head"))
 			calls := 0
-			b.AppendRef([]byte("ref!"), func() { calls++ })
+			b.AppendRef([]byte("ref!"), releaseFunc(func() { calls++ }))
 			b.Append([]byte("tail")) // a new node: the ref node is full
 			if n := countNodes(b); n != 3 {
 				t.Fatalf("nodes = %d, want 3", n)
@@ -117,14 +117,14 @@ func TestAppendRefRelease(t *testing.T) {
 func TestAppendRefEdgeCases(t *testing.T) {
 	b := New()
 	calls := 0
-	b.AppendRef(nil, func() { calls++ })
+	b.AppendRef(nil, releaseFunc(func() { calls++ }))
 	if calls != 1 || b.Len() != 0 || b.head != nil {
 		t.Fatalf("empty AppendRef: calls %d len %d", calls, b.Len())
 	}
 	// A drained ref node is released even as the tail: it has no free area
 	// a producer could be writing into, and the memory it references (an
 	// io_uring provided buffer) must go home while the connection idles.
-	b.AppendRef([]byte("ab"), func() { calls++ })
+	b.AppendRef([]byte("ab"), releaseFunc(func() { calls++ }))
 	b.AppendRef(nil, nil)
 	sp := b.WriteSpace(1) // outstanding: lands in a new, unlinked node
 	b.Skip(2)
@@ -304,7 +304,7 @@ func TestSplice(t *testing.T) {
 	// node is copied from its unread part.
 	released := 0
 	ref := []byte("!ref")
-	src.AppendRef(ref, func() { released++ })
+	src.AppendRef(ref, releaseFunc(func() { released++ }))
 	commitNodes(src, "xxtail")
 	src.Next(4)   // the reference
 	src.Release() // frees the consumed ref node
@@ -312,7 +312,7 @@ func TestSplice(t *testing.T) {
 	if released != 1 {
 		t.Fatalf("the consumed ref was released %d times, want 1", released)
 	}
-	src.AppendRef(ref, func() { released++ })
+	src.AppendRef(ref, releaseFunc(func() { released++ }))
 	dst.Splice(src)
 	copy(ref, "????") // the caller may reuse it once Splice returned
 	if got := contents(dst); got != "hello worldtail!ref" {
@@ -354,7 +354,7 @@ func TestRefSpare(t *testing.T) {
 	b := New()
 	calls := map[string]int{}
 	ref := func(s string) {
-		b.AppendRef([]byte(s), func() { calls[s]++ })
+		b.AppendRef([]byte(s), releaseFunc(func() { calls[s]++ }))
 	}
 	ref("first")
 	first := b.head
@@ -388,5 +388,59 @@ func TestRefSpare(t *testing.T) {
 	b.Discard()
 	if calls["fourth"] != 1 {
 		t.Fatalf("Discard: release calls %v, want fourth once", calls)
+	}
+}
+
+// releaseFunc is an Owner that calls itself on Release and must never be
+// retired.
+type releaseFunc func()
+
+func (f releaseFunc) Release() { f() }
+func (f releaseFunc) Retire()  { panic("buf: a released-only owner was retired") }
+
+// retireCounter is an Owner that counts what it heard.
+type retireCounter struct{ released, retired int }
+
+func (o *retireCounter) Release() { o.released++ }
+func (o *retireCounter) Retire()  { o.retired++ }
+
+// TestAbandon: Abandon retires every ref node, consumed or not, and puts
+// no pooled node back in its pool: a slice handed out before keeps its
+// bytes however the pool is used afterwards.
+func TestAbandon(t *testing.T) {
+	b := New()
+	var o1, o2 retireCounter
+	b.AppendRef([]byte("ref1"), &o1)
+	commitNodes(b, "pooled")
+	b.AppendRef([]byte("ref2"), &o2)
+	held := b.Next(4) // ref1, consumed and not released
+	pooled := b.Next(6)
+	b.Abandon()
+	if b.Len() != 0 || b.Held() != 0 || b.head != nil || b.tail != nil {
+		t.Fatalf("after Abandon: len %d held %d", b.Len(), b.Held())
+	}
+	if o1 != (retireCounter{retired: 1}) || o2 != (retireCounter{retired: 1}) {
+		t.Fatalf("owners heard %+v and %+v, want one Retire each", o1, o2)
+	}
+	// Take and fill pooled nodes of every class: none may be the one the
+	// held slice points into.
+	for range 64 {
+		x := New()
+		for _, size := range classSizes {
+			p := x.WriteSpace(size)
+			for i := range p {
+				p[i] = 'z'
+			}
+			x.Commit(len(p))
+		}
+		x.Discard()
+	}
+	if string(held) != "ref1" || string(pooled) != "pooled" {
+		t.Fatalf("held slices read %q and %q after Abandon and pool reuse", held, pooled)
+	}
+	// The buffer is usable after.
+	commitNodes(b, "again")
+	if got := contents(b); got != "again" {
+		t.Fatalf("after Abandon, contents %q", got)
 	}
 }

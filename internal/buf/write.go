@@ -115,7 +115,7 @@ func (b *LinkBuffer) Append(p []byte) {
 // empty, as Append(all of src) then Discard of src would, but without
 // copying where it can: a node whose memory the buffer owns moves over
 // whole. A node is copied instead when it references caller memory
-// (AppendRef: its release is called once the copy is made, so the caller
+// (AppendRef: its owner is released once the copy is made, so the caller
 // may reuse the memory on return), when part of it was consumed, or when
 // its bytes fit the free area of b's tail (moving it would strand that
 // area, and many small splices would pin a node each). It cancels an
@@ -141,43 +141,65 @@ func (b *LinkBuffer) Splice(src *LinkBuffer) {
 }
 
 // AppendRef links p into the buffer as a node of its own, without copying.
-// The caller must not modify p until release (which may be nil) is called;
-// release is called exactly once, when the node is freed by Release after p
-// has been consumed, or by Discard. An empty p is not linked and release is
-// called at once. The node has no free space, so a following WriteSpace or
-// Append starts a new node. AppendRef cancels an outstanding WriteSpace.
-func (b *LinkBuffer) AppendRef(p []byte, release func()) {
+// The caller must not modify p until its owner (which may be nil) hears of
+// it: exactly once, Release when the node is freed (by Release after p has
+// been consumed, or by Discard), or Retire when the buffer is abandoned
+// with p in it (Abandon). An empty p is not linked and is released at once.
+// The node has no free space, so a following WriteSpace or Append starts a
+// new node. AppendRef cancels an outstanding WriteSpace.
+func (b *LinkBuffer) AppendRef(p []byte, owner Owner) {
 	b.dropSpace()
 	if len(p) == 0 {
-		if release != nil {
-			release()
+		if owner != nil {
+			owner.Release()
 		}
 		return
 	}
 	n := b.spare
 	if n == nil {
-		b.link(newRefNode(p, release))
+		b.link(newRefNode(p, owner))
 		return
 	}
 	b.spare = nil
 	n.buf = p[:len(p):len(p)] // as newRefNode: no free area
 	n.w = len(p)
-	n.release = release
+	n.owner = owner
 	b.link(n)
 }
 
 // Discard consumes everything and frees every node, the tail included,
-// calling release funcs. It is for a closed connection: no producer may be
-// running or hold a WriteSpace slice. The buffer is empty and usable after.
-func (b *LinkBuffer) Discard() {
+// releasing ref nodes to their owners. It is for a closed connection: no
+// producer may be running or hold a WriteSpace slice. The buffer is empty
+// and usable after.
+func (b *LinkBuffer) Discard() { b.drop(freeNode) }
+
+// Abandon empties the buffer as Discard does, but reuses none of its
+// memory, for a closed connection whose reader may still hold slices of
+// it: pooled nodes are left to the garbage collector, and ref nodes are
+// retired to their owners, which must never reuse that memory.
+func (b *LinkBuffer) Abandon() { b.drop(abandonNode) }
+
+// drop unlinks every node, handing each to free.
+func (b *LinkBuffer) drop(free func(*node)) {
 	b.dropSpace()
 	for n := b.head; n != nil; {
 		next := n.next
-		freeNode(n)
+		free(n)
 		n = next
 	}
 	b.head, b.read, b.tail = nil, nil, nil
 	b.length, b.held = 0, 0
+}
+
+// abandonNode lets go of n without reusing its memory.
+func abandonNode(n *node) {
+	if n.class == classRef && n.owner != nil {
+		n.owner.Retire()
+	}
+	// The struct and its memory go to the garbage collector with the
+	// reader's last slice: putting either back in a pool could hand it to
+	// another connection.
+	n.next, n.owner = nil, nil
 }
 
 // SetGrowHint asks that new nodes be at least n bytes, clamped to 64 KiB;

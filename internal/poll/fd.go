@@ -3,25 +3,17 @@ package poll
 import (
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
 
 // FD is one connection's state, shared by its loop and its user goroutines.
-//
-// Lifecycle:
-//
-//	open ──peer FIN──> input ended (Read: buffered bytes, then io.EOF; Write still works)
-//	open ──Close──> closing (writers fail with ErrClosed; the loop drains output,
-//	                bounded by DrainTimeout, then removes the socket)
-//	closing ──loop──> finalized (descriptor closed, Done closed, OnFinalize run)
+// Its lifetime (who may still touch the socket and the buffers, and when
+// they are recycled) is one counted word; see lifetime.go.
 //
 // Locks, in the order they may be taken: wmu (one writer at a time), then
-// outMu; inMu alone; sysMu (read-locked around every syscall a user goroutine
-// makes on Sysfd, write-locked by Finalize, so the descriptor number is never
-// reused under a running syscall).
+// outMu; inMu alone. None is held across a wait.
 type FD struct {
 	// Sysfd is the non-blocking socket.
 	Sysfd int
@@ -33,7 +25,8 @@ type FD struct {
 	// OnInput, if set, runs on the loop goroutine after new input arrived
 	// or input ended. It must not block. Set before Register.
 	OnInput func()
-	// OnFinalize, if set, runs once after the descriptor is closed.
+	// OnFinalize, if set, runs once, after the descriptor is closed and
+	// the buffers recycled, on the goroutine that let go last.
 	OnFinalize func()
 	// NoBlock makes the user side never wait, for an FD whose user runs
 	// on the loop goroutine: reads that need more input than has arrived
@@ -51,10 +44,14 @@ type FD struct {
 
 	cfg Config
 
+	life atomic.Uint64 // references and state; see lifetime.go
+	done event         // fired when the FD is destroyed
+
 	inMu      sync.Mutex
 	in        *buf.LinkBuffer
 	inErr     error // io.EOF or a read error; sticky
 	inPaused  bool  // the loop stopped reading (backpressure)
+	inHeld    bool  // slices were handed out since the last release (destroy)
 	inWant    int   // bytes a blocked reader needs held
 	lastSpace int   // length of the last InputSpace (loop only)
 	readable  token
@@ -71,20 +68,18 @@ type FD struct {
 	slice    sliceSource // writer scratch, under wmu
 	iovecs   *Iovecs     // writer scratch, under wmu; made on first gathered send
 
-	sysMu     sync.RWMutex
-	sysClosed bool
-
-	closing   event // Close was called
-	finalized event // the descriptor is closed
-
 	rd, wd     deadline
 	lastActive atomic.Int64 // monotonic ns, for the idle timeout
 	idleTimer  atomic.Pointer[time.Timer]
 }
 
-// NewFD returns the FD for the non-blocking socket sysfd.
+// NewFD returns the FD for the non-blocking socket sysfd. It holds the
+// loop's reference from the start, which the loop drops with Detach; an FD
+// that was never registered is not destroyed, and its caller closes sysfd.
 func NewFD(sysfd int, cfg Config) *FD {
-	return &FD{Sysfd: sysfd, cfg: cfg, in: buf.New(), out: buf.New()}
+	fd := &FD{Sysfd: sysfd, cfg: cfg, in: buf.New(), out: buf.New()}
+	fd.life.Store(lifeSys)
+	return fd
 }
 
 // StartIdleTimer arms the idle timeout, if the configuration has one. Call
@@ -102,58 +97,38 @@ func (fd *FD) StartIdleTimer() {
 	t.Reset(fd.cfg.IdleTimeout)
 }
 
-// Close starts closing fd: blocked and later reads and writes fail with
-// ErrClosed, and the loop drains queued output and closes the socket. It
-// returns ErrClosed if fd was already closed. Safe for concurrent use.
+// Close closes fd: blocked and later reads and writes fail with ErrClosed,
+// and no reference can be taken any more. With no output queued, the
+// writing side is shut down before Close returns, so the peer reads EOF;
+// otherwise the loop sends the queued output first, bounded by the drain
+// timeout, as the kernel does for a closed socket's unsent bytes. The loop
+// then ends its requests on the socket and the descriptor is closed; the
+// buffers are recycled once no reader holds them (lifetime.go). It returns
+// ErrClosed if fd was already closed. Safe for concurrent use, and it never
+// waits, so a handler on the loop may call it.
 func (fd *FD) Close() error {
-	if !fd.closing.fire() {
-		return ErrClosed
+	for {
+		old := fd.life.Load()
+		if old&lifeClosed != 0 {
+			return ErrClosed
+		}
+		// Closed, and holding a reference of its own until the end.
+		if fd.life.CompareAndSwap(old, (old+lifeSys)|lifeClosed) {
+			break
+		}
 	}
 	if t := fd.idleTimer.Load(); t != nil {
 		t.Stop()
 	}
-	fd.Loop.Close(fd)
-	return nil
-}
-
-// Closing reports whether Close has been called.
-func (fd *FD) Closing() bool { return fd.closing.fired() }
-
-// Done returns a channel that is closed once the descriptor is closed.
-func (fd *FD) Done() <-chan struct{} { return fd.finalized.done() }
-
-// Finalize closes the descriptor. Only the loop calls it, once, after every
-// operation on the socket has ended. Input bytes a reader may still hold are
-// left to the garbage collector rather than recycled, so a slice from Next
-// never sees another connection's data.
-func (fd *FD) Finalize() {
-	fd.sysMu.Lock()
-	fd.sysClosed = true
-	syscall.Close(fd.Sysfd)
-	fd.sysMu.Unlock()
-
-	fd.outMu.Lock()
-	fd.out.Discard()
-	fd.noteOut()
-	fd.loopOwns = false
-	fd.outMu.Unlock()
-	fd.writable.signal()
+	// Blocked readers and writers look again and see Closing.
 	fd.readable.signal()
-
-	fd.finalized.fire()
-	if fd.OnFinalize != nil {
-		fd.OnFinalize()
+	fd.writable.signal()
+	if fd.Quiet() {
+		fd.shutWrite()
 	}
-}
-
-// DiscardInput frees all buffered input, returning memory the kernel
-// filled (FD.InputRef) to its owner. A loop whose input memory is recycled
-// (io_uring provided buffers) calls it before Finalize: after Close, slices
-// from Next and Peek are invalid.
-func (fd *FD) DiscardInput() {
-	fd.inMu.Lock()
-	fd.in.Discard()
-	fd.inMu.Unlock()
+	fd.Loop.Close(fd)
+	fd.put(lifeSys)
+	return nil
 }
 
 // LimitInput lowers the input high-water mark to at most n bytes (the low
@@ -177,11 +152,10 @@ func (fd *FD) SetWriteDeadline(t time.Time) { fd.wd.set(t) }
 // Control runs f with the descriptor held open, or returns ErrClosed.
 // Safe for concurrent use.
 func (fd *FD) Control(f func(sysfd int) error) error {
-	fd.sysMu.RLock()
-	defer fd.sysMu.RUnlock()
-	if fd.sysClosed {
+	if !fd.acquire(lifeSys) {
 		return ErrClosed
 	}
+	defer fd.put(lifeSys)
 	return f(fd.Sysfd)
 }
 

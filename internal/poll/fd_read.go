@@ -1,5 +1,7 @@
 package poll
 
+import "github.com/ringpoll/ringpoll/internal/buf"
+
 // Input, loop side. Only the loop goroutine calls these.
 
 // InputSpace returns free input buffer of at least min bytes for the loop to
@@ -37,11 +39,12 @@ func (fd *FD) InputCommit(n int) (more bool) {
 }
 
 // InputRef links p, filled by the kernel, into the input without a copy;
-// release returns p to its owner once the reader released it. The result is
-// as for InputCommit.
-func (fd *FD) InputRef(p []byte, release func()) (more bool) {
+// owner hears back once the reader released it (or, if a reader still
+// held slices when fd was destroyed, that it must never reuse p). The
+// result is as for InputCommit.
+func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 	fd.inMu.Lock()
-	fd.in.AppendRef(p, release)
+	fd.in.AppendRef(p, owner)
 	more = fd.checkInputHigh()
 	fd.inMu.Unlock()
 	fd.touch()
@@ -101,6 +104,7 @@ func (fd *FD) lockInput(n int) error {
 		fd.inMu.Lock()
 		if fd.Closing() {
 			fd.inMu.Unlock()
+			fd.readable.signal() // pass the news to the next blocked reader
 			return ErrClosed
 		}
 		if fd.in.Len() >= n {
@@ -129,11 +133,17 @@ func (fd *FD) lockInput(n int) error {
 			continue // check again, now that a signal cannot be lost
 		}
 		select {
-		case <-wake:
+		case <-wake: // input, its end, or Close
 		case <-fd.rd.wait():
-		case <-fd.closing.done():
 		}
 	}
+}
+
+// releaseInput frees the consumed input. Called with inMu held.
+func (fd *FD) releaseInput() {
+	fd.in.Release()
+	fd.in.Shrink() // an idle connection keeps no input buffer
+	fd.inHeld = false
 }
 
 // unlockInput resumes a paused loop once input fell under the low-water
@@ -166,8 +176,7 @@ func (fd *FD) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n := fd.in.ReadInto(p)
-	fd.in.Release()
-	fd.in.Shrink()
+	fd.releaseInput()
 	fd.unlockInput()
 	return n, nil
 }
@@ -177,6 +186,7 @@ func (fd *FD) Next(n int) ([]byte, error) {
 	if err := fd.lockInput(n); err != nil {
 		return nil, err
 	}
+	fd.inHeld = fd.inHeld || n > 0
 	b := fd.in.Next(n)
 	fd.unlockInput()
 	return b, nil
@@ -188,6 +198,7 @@ func (fd *FD) Peek(n int) ([]byte, error) {
 	if err := fd.lockInput(n); err != nil {
 		return nil, err
 	}
+	fd.inHeld = fd.inHeld || n > 0
 	b := fd.in.Peek(n)
 	fd.unlockInput()
 	return b, nil
@@ -214,6 +225,7 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 			return nil, err
 		}
 		if i := fd.in.IndexByte(delim); i >= 0 {
+			fd.inHeld = true
 			b := fd.in.Next(i + 1)
 			fd.unlockInput()
 			return b, nil
@@ -231,8 +243,7 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 // longer valid.
 func (fd *FD) Release() {
 	fd.inMu.Lock()
-	fd.in.Release()
-	fd.in.Shrink() // an idle connection keeps no input buffer
+	fd.releaseInput()
 	fd.unlockInput()
 }
 
@@ -259,8 +270,7 @@ func (fd *FD) InputState() (n int, ended bool) {
 // ReleaseState does Release, then returns what InputState would.
 func (fd *FD) ReleaseState() (n int, ended bool) {
 	fd.inMu.Lock()
-	fd.in.Release()
-	fd.in.Shrink()
+	fd.releaseInput()
 	n, ended = fd.in.Len(), fd.inErr != nil
 	fd.unlockInput()
 	return n, ended

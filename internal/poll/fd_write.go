@@ -165,6 +165,12 @@ func (fd *FD) write(src source) (int, error) {
 			room = src.len() // the user holds back instead (OnDrained)
 		}
 		if room > 0 {
+			if fd.Closing() {
+				// Closed since userErr: what is queued now would never
+				// be sent, or be freed.
+				fd.outMu.Unlock()
+				return total, ErrClosed
+			}
 			total += fd.queue(src, room)
 			fd.noteOut()
 			kick := !fd.loopOwns
@@ -181,9 +187,8 @@ func (fd *FD) write(src source) (int, error) {
 			continue // check again, now that a signal cannot be lost
 		}
 		select {
-		case <-wake:
+		case <-wake: // room, a send error, or Close
 		case <-fd.wd.wait():
-		case <-fd.closing.done():
 		}
 	}
 	return total, nil
@@ -254,17 +259,18 @@ func (fd *FD) setOutErr(err error) {
 	fd.outMu.Unlock()
 }
 
-// send makes one send syscall on behalf of a user goroutine.
+// send makes one send syscall on behalf of a user goroutine, holding a
+// reference so that the descriptor stays open for it.
 func (fd *FD) send(iov [][]byte) (int, error) {
-	fd.sysMu.RLock()
-	defer fd.sysMu.RUnlock()
-	if fd.sysClosed {
+	if !fd.acquire(lifeSys) {
 		return 0, ErrClosed
 	}
 	if len(iov) > 1 && fd.iovecs == nil {
 		fd.iovecs = new(Iovecs) // 1 KiB that most connections never need
 	}
-	return Sendv(fd.Sysfd, iov, fd.iovecs)
+	n, err := Sendv(fd.Sysfd, iov, fd.iovecs)
+	fd.put(lifeSys)
+	return n, err
 }
 
 // CloseWrite waits until the queued output is sent (bounded by the write
@@ -295,9 +301,8 @@ func (fd *FD) CloseWrite() error {
 			continue // check again, now that a signal cannot be lost
 		}
 		select {
-		case <-wake:
+		case <-wake: // the queue drained, a send error, or Close
 		case <-fd.wd.wait():
-		case <-fd.closing.done():
 		}
 	}
 }

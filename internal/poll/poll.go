@@ -10,8 +10,8 @@
 //   - the loop goroutine, which alone produces input (FD.InputSpace and
 //     FD.InputCommit, or FD.InputRef for memory the kernel filled), records
 //     input errors (FD.InputError), sends output that the writers handed over
-//     (FD.OutputSlices, FD.OutputSent, FD.OutputError) and finally closes the
-//     socket (FD.Finalize);
+//     (FD.OutputSlices, FD.OutputSent, FD.OutputError) and finally lets go
+//     of the socket (FD.Detach);
 //   - user goroutines, which read (Read, Next, Peek, ...) and write (Write,
 //     WriteBuffer), set deadlines and call Close.
 //
@@ -30,9 +30,10 @@
 //   - Close(fd): the user closed fd. The loop keeps sending queued output until
 //     it is empty, a send fails, or fd's drain deadline passes; then it stops
 //     every operation on the socket (epoll_ctl DEL; for io_uring: cancel and
-//     wait for each op's final CQE) and calls FD.Finalize, which closes the
-//     descriptor. A loop never closes a descriptor that has operations in
-//     flight, and never touches the FD after Finalize.
+//     wait for each op's final CQE) and calls FD.Detach, dropping the
+//     reference that kept the descriptor open for it (lifetime.go). A loop
+//     never lets go while it has operations in flight, and never touches
+//     the FD after Detach.
 //
 // Input backpressure is the loop's duty: FD.InputCommit and FD.InputRef report
 // whether the FD wants more; when they say no, the loop stops reading (epoll:
@@ -69,13 +70,13 @@ type Engine interface {
 	Name() string
 	// Register attaches fd to one of the engine's loops and starts input.
 	// The socket must be non-blocking. On success, fd.Loop is set and the
-	// loop will eventually call fd.Finalize. Safe for concurrent use.
+	// loop will eventually call fd.Detach. Safe for concurrent use.
 	Register(fd *FD) error
 	// Stats returns the counters of each loop. They stay readable after
 	// Stop.
 	Stats() []*Stats
 	// Stop ends the engine's loops. The caller guarantees that every FD
-	// registered with it has been finalized and that Register is not
+	// registered with it has been destroyed and that Register is not
 	// called again. It does not block, so a loop may call it.
 	Stop()
 }

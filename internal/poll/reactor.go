@@ -23,7 +23,7 @@ const (
 // out with the socket maybe still readable: the loop must come back to fd
 // by itself, since no new edge will come.
 func ReadReady(fd *FD, short bool, st *Stats) (again bool) {
-	if fd.Finalized() {
+	if fd.Detached() {
 		return false
 	}
 	got := false
@@ -86,6 +86,3 @@ func SendQueued(fd *FD, iov *[][]byte, vecs *Iovecs, st *Stats) (full bool) {
 		}
 	}
 }
-
-// Finalized reports whether Finalize has run.
-func (fd *FD) Finalized() bool { return fd.finalized.fired() }

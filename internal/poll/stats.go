@@ -37,9 +37,15 @@ type Stats struct {
 	// BytesIn and BytesOut count payload bytes received and sent by the
 	// loop (bytes writers send themselves are not counted).
 	BytesIn, BytesOut atomic.Uint64
-	// BuffersOut is the number of provided buffers not in the ring now:
-	// filled by the kernel and not yet released by their readers.
+	// BuffersOut is the number of provided buffers the kernel filled
+	// that their readers have not released yet. A released buffer goes
+	// back to the ring at the loop's next turn.
 	BuffersOut atomic.Int64
+	// BuffersRetired counts provided buffers taken out of use for good:
+	// their connection was destroyed while a reader still held slices of
+	// them, so their memory is never handed out again, and new memory
+	// takes their place in the ring.
+	BuffersRetired atomic.Uint64
 }
 
 // Listening is a listening socket whose connections an engine accepts

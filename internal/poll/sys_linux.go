@@ -16,6 +16,10 @@ const (
 	shutWrite = unix.SHUT_WR
 )
 
+// closeFD closes the descriptor; close(2) is not retried on EINTR (the
+// descriptor is gone either way on Linux).
+func closeFD(sysfd int) { unix.Close(sysfd) }
+
 // Iovecs is scratch space for one sendmsg: it lives on the heap, in an FD or
 // a loop, so the kernel never reads a Go stack.
 type Iovecs [maxIov]unix.Iovec

@@ -14,6 +14,8 @@ const (
 	shutWrite = 1
 )
 
+func closeFD(int) {}
+
 // Iovecs is scratch space for one sendmsg.
 type Iovecs [maxIov]struct{}
 

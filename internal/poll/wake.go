@@ -66,9 +66,6 @@ func (e *event) fire() bool {
 	return true
 }
 
-// fired reports whether the event has happened.
-func (e *event) fired() bool { return e.c.Load() == &firedChan }
-
 // done returns a channel that is closed once the event has happened.
 func (e *event) done() <-chan struct{} {
 	if p := e.c.Load(); p != nil {

@@ -85,7 +85,7 @@ func TestTokenWakesBlockedWaiter(t *testing.T) {
 
 func TestEventFire(t *testing.T) {
 	var e event
-	if e.fired() {
+	if e.c.Load() == &firedChan {
 		t.Fatal("fired before fire")
 	}
 	before := e.done()
@@ -98,7 +98,7 @@ func TestEventFire(t *testing.T) {
 	if e.fire() {
 		t.Fatal("second fire reported true")
 	}
-	if !e.fired() || !isClosedChan(before) || !isClosedChan(e.done()) {
+	if !(e.c.Load() == &firedChan) || !isClosedChan(before) || !isClosedChan(e.done()) {
 		t.Fatal("fire did not close the channels of waiters before and after it")
 	}
 }
@@ -108,7 +108,7 @@ func TestEventFireWithoutWaiters(t *testing.T) {
 	if !e.fire() {
 		t.Fatal("fire reported false")
 	}
-	if !e.fired() || !isClosedChan(e.done()) {
+	if !(e.c.Load() == &firedChan) || !isClosedChan(e.done()) {
 		t.Fatal("an event fired with nobody waiting is not done")
 	}
 }

@@ -5,6 +5,7 @@ package uring
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -93,12 +94,17 @@ func (br *BufRing) Close() error {
 	return unix.Munmap(br.mem)
 }
 
-// Arena is memory outside the Go heap for the kernel to fill: count
-// buffers of size bytes each, mapped anonymously. The garbage collector
-// neither scans nor frees it.
+// Arena is memory for the kernel to fill: count buffers of size bytes
+// each, mapped anonymously, outside the Go heap, so the garbage collector
+// neither scans nor frees it. Replace gives one buffer new memory, from
+// the Go heap, for good.
 type Arena struct {
 	mem  []byte
 	size int
+	// repl[i], if set, is buffer i's memory since Replace, pinned by
+	// pins[i]. Both are made on the first Replace.
+	repl [][]byte
+	pins []runtime.Pinner
 }
 
 // NewArena maps count buffers of size bytes.
@@ -112,7 +118,27 @@ func NewArena(count, size int) (*Arena, error) {
 
 // Buf returns buffer i, with its full size as capacity.
 func (a *Arena) Buf(i int) []byte {
+	if a.repl != nil && a.repl[i] != nil {
+		return a.repl[i]
+	}
 	return a.mem[i*a.size : (i+1)*a.size : (i+1)*a.size]
+}
+
+// Replace gives buffer i new memory, so that Buf(i) never returns its
+// current memory again: someone may still read it. The new memory comes
+// from the Go heap, pinned (runtime.Pinner) so that it stays put while the
+// kernel may write it; memory that Replace took from a former replacement
+// is unpinned, and the garbage collector frees it once nothing refers to
+// it. The arena's own mapping is never reused for buffer i.
+func (a *Arena) Replace(i int) {
+	if a.repl == nil {
+		a.repl = make([][]byte, a.Count())
+		a.pins = make([]runtime.Pinner, a.Count())
+	}
+	a.pins[i].Unpin()
+	m := make([]byte, a.size)
+	a.pins[i].Pin(&m[0])
+	a.repl[i] = m[:a.size:a.size]
 }
 
 // Count returns the number of buffers.
@@ -121,5 +147,12 @@ func (a *Arena) Count() int { return len(a.mem) / a.size }
 // Size returns the size of each buffer.
 func (a *Arena) Size() int { return a.size }
 
-// Free unmaps the arena. No slice of it may be used afterwards.
-func (a *Arena) Free() error { return unix.Munmap(a.mem) }
+// Free unmaps the arena and unpins its replacements. No slice of it may be
+// used afterwards.
+func (a *Arena) Free() error {
+	for i := range a.pins {
+		a.pins[i].Unpin()
+	}
+	a.repl, a.pins = nil, nil
+	return unix.Munmap(a.mem)
+}

@@ -59,7 +59,7 @@ func (e *Engine) Stats() []*poll.Stats {
 	return s
 }
 
-// Stop ends the loops. Every FD must have been finalized.
+// Stop ends the loops. Every FD must have been destroyed.
 func (e *Engine) Stop() {
 	for _, l := range e.loops {
 		l.post(task{kind: taskStop})

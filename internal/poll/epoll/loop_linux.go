@@ -267,21 +267,21 @@ func (l *loop) read(fd *poll.FD, short bool) {
 // flush sends fd's queued output until it is empty or the socket is full
 // (EPOLLOUT brings it back), and finishes a close whose output drained.
 func (l *loop) flush(fd *poll.FD) {
-	if fd.Finalized() {
+	if fd.Detached() {
 		return
 	}
 	if full := poll.SendQueued(fd, &l.iov, &l.iovecs, &l.stats); full {
 		return
 	}
 	if fd.Closing() {
-		l.finalize(fd)
+		l.detach(fd)
 	}
 }
 
 // close starts closing fd: drain its output first, bounded by its drain
 // timeout.
 func (l *loop) close(fd *poll.FD) {
-	if fd.Finalized() {
+	if fd.Detached() {
 		return
 	}
 	if fd.OutputPending() {
@@ -289,16 +289,17 @@ func (l *loop) close(fd *poll.FD) {
 		l.flush(fd)
 		return
 	}
-	l.finalize(fd)
+	l.detach(fd)
 }
 
-func (l *loop) finalize(fd *poll.FD) {
+// detach ends the loop's part in fd's life: the socket leaves epoll
+// before the loop lets go, since a descriptor number may be reused as soon
+// as the last reference closes it.
+func (l *loop) detach(fd *poll.FD) {
 	delete(l.draining, fd)
 	l.forget(fd.Sysfd)
-	// Removing it before close keeps epoll from reporting a descriptor
-	// number that a new connection may reuse at once.
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd.Sysfd, nil)
-	fd.Finalize()
+	fd.Detach()
 }
 
 // nextDrain returns the nearest drain deadline, or the zero time.
@@ -319,24 +320,14 @@ func (l *loop) expireDrains() {
 	now := time.Now()
 	for fd, t := range l.draining {
 		if !now.Before(t) {
-			l.finalize(fd)
+			l.detach(fd)
 		}
 	}
 }
 
-// shutdown releases the loop's descriptors, finalizing any FD left behind.
+// shutdown releases the loop's descriptors. The engine stops only once
+// every FD registered with it was destroyed, so none is left.
 func (l *loop) shutdown() {
-	l.mu.Lock()
-	left := make([]*poll.FD, 0)
-	for _, fd := range l.fds {
-		if fd != nil {
-			left = append(left, fd)
-		}
-	}
-	l.mu.Unlock()
-	for _, fd := range left {
-		l.finalize(fd)
-	}
 	unix.Close(l.evfd)
 	l.file.Close() // closes epfd
 }

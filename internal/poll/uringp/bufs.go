@@ -6,21 +6,32 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ringpoll/ringpoll/internal/buf"
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
 // bufPool is a loop's provided receive buffers: an mmap arena cut into
 // buffers, and the buffer ring (group 0) through which the kernel takes
 // them. A buffer a recv filled is linked into the connection's input
-// without a copy; when the reader releases it, its release func pushes the
-// id on returned, and the loop alone puts it back in the ring (the ring
-// has a single producer).
+// without a copy; when the reader releases it, its owner (a bufRef)
+// pushes the id on returned, and the loop alone puts it back in the ring
+// (the ring has a single producer). A buffer whose connection was
+// destroyed while a reader still held slices of it is retired instead:
+// its id gets new memory before it goes back in the ring, and the old
+// memory is never handed out again.
 type bufPool struct {
 	l        *loop
 	arena    *uring.Arena
 	ring     *uring.BufRing
-	release  []func() // per buffer id, made once so a recv allocates nothing
+	refs     []bufRef // per buffer id, so a recv allocates nothing
 	returned idStack  // released by readers, not yet back in the ring
+	retired  idStack  // retired, not yet given new memory
+	// taken counts the buffers out of the ring as the loop sees it: taken
+	// by the kernel (recv CQEs that carried one) and not yet put back by
+	// replenish. Loop only. The stat BuffersOut differs: a buffer leaves
+	// it when its reader releases it, whether or not the loop, which may
+	// sleep, has put it back yet.
+	taken int
 }
 
 // idStack is a lock-free stack of buffer ids that any goroutine pushes on
@@ -53,11 +64,18 @@ func (s *idStack) takeAll(dst []uint16) []uint16 {
 
 func (s *idStack) empty() bool { return s.top.Load() == 0 }
 
+var _ buf.Owner = (*bufRef)(nil)
+
 // empty reports whether, as far as the loop has seen, the ring has no
-// buffer left for the kernel to take: the loop's BuffersOut counter (recv
-// CQEs that carried a buffer, less the buffers replenish put back) is
-// written by the loop alone.
-func (b *bufPool) empty() bool { return b.l.stats.BuffersOut.Load() >= int64(b.arena.Count()) }
+// buffer left for the kernel to take.
+func (b *bufPool) empty() bool { return b.taken >= b.arena.Count() }
+
+// took records that the kernel filled a buffer (a recv CQE carried it).
+// Loop only.
+func (b *bufPool) took() {
+	b.taken++
+	b.l.stats.BuffersOut.Add(1)
+}
 
 func newBufPool(l *loop, count, size int) (*bufPool, error) {
 	arena, err := getArena(count, size)
@@ -69,21 +87,45 @@ func newBufPool(l *loop, count, size int) (*bufPool, error) {
 		putArena(arena)
 		return nil, err
 	}
-	b := &bufPool{l: l, arena: arena, ring: ring, release: make([]func(), count)}
+	b := &bufPool{l: l, arena: arena, ring: ring, refs: make([]bufRef, count)}
 	b.returned.next = make([]uint32, count)
+	b.retired.next = make([]uint32, count)
 	for i := range count {
-		bid := uint16(i)
-		b.release[i] = func() { b.giveBack(bid) }
-		ring.Add(arena.Buf(i), bid, i)
+		b.refs[i] = bufRef{b, uint16(i)}
+		ring.Add(arena.Buf(i), uint16(i), i)
 	}
 	ring.Advance(count)
 	return b, nil
 }
 
-// giveBack queues buffer bid for the ring. Safe for concurrent use. It
-// wakes the loop only when a connection waits for buffers.
+// bufRef is the owner (buf.Owner) of one provided buffer while a
+// connection's input links it.
+type bufRef struct {
+	b   *bufPool
+	bid uint16
+}
+
+// Release gives the buffer back to the ring. Safe for concurrent use.
+func (r *bufRef) Release() { r.b.giveBack(r.bid) }
+
+// Retire takes the buffer's memory out of use for good. Safe for
+// concurrent use.
+func (r *bufRef) Retire() {
+	r.b.retired.push(r.bid)
+	r.b.l.stats.BuffersRetired.Add(1)
+	r.b.returnedOne()
+}
+
+// giveBack queues buffer bid for the ring. Safe for concurrent use.
 func (b *bufPool) giveBack(bid uint16) {
 	b.returned.push(bid)
+	b.returnedOne()
+}
+
+// returnedOne counts a buffer back from its reader. It wakes the loop only
+// when a connection waits for buffers.
+func (b *bufPool) returnedOne() {
+	b.l.stats.BuffersOut.Add(-1)
 	if b.l.starving.Load() {
 		b.l.wake()
 	}
@@ -95,15 +137,22 @@ func (l *loop) replenish() {
 	if l.bufs == nil {
 		return
 	}
-	if l.bufs.returned.empty() {
+	if l.bufs.returned.empty() && l.bufs.retired.empty() {
 		return
 	}
 	l.giving = l.bufs.returned.takeAll(l.giving[:0])
+	if !l.bufs.retired.empty() {
+		n := len(l.giving)
+		l.giving = l.bufs.retired.takeAll(l.giving)
+		for _, bid := range l.giving[n:] {
+			l.bufs.arena.Replace(int(bid))
+		}
+	}
 	for i, bid := range l.giving {
 		l.bufs.ring.Add(l.bufs.arena.Buf(int(bid)), bid, i)
 	}
 	l.bufs.ring.Advance(len(l.giving))
-	l.stats.BuffersOut.Add(-int64(len(l.giving)))
+	l.bufs.taken -= len(l.giving)
 	l.giving = l.giving[:0]
 	if len(l.starved) == 0 {
 		return

@@ -157,7 +157,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	var p []byte
 	if cqe.Flags&uring.CQEFBuffer != 0 {
 		bid := cqe.BufID()
-		l.stats.BuffersOut.Add(1)
+		l.bufs.took()
 		if c == nil || cqe.Res <= 0 || c.closing {
 			l.bufs.giveBack(bid) // stale, or nobody will read it
 		} else {
@@ -171,7 +171,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	case cqe.Res > 0:
 		l.stats.BytesIn.Add(uint64(cqe.Res))
 		if p != nil {
-			if !c.fd.InputRef(p, l.bufs.release[cqe.BufID()]) && !c.paused {
+			if !c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()]) && !c.paused {
 				c.paused = true
 				if cqe.More() && !c.limited {
 					l.cancelRecv(c) // a kernel without recv limits
@@ -212,7 +212,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	}
 	c.recvArmed, c.canceling = false, false
 	if l.isTearing(c) {
-		l.maybeFinalize(c)
+		l.maybeDetach(c)
 		return
 	}
 	if c.wantsInput() {
@@ -373,7 +373,7 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 		}
 	}
 	if l.isTearing(c) {
-		l.maybeFinalize(c)
+		l.maybeDetach(c)
 		return
 	}
 	if !empty {
@@ -430,7 +430,7 @@ func (c *conn) unlockSend() {
 	}
 }
 
-// teardown cancels every request on c; the last final CQE finalizes it.
+// teardown cancels every request on c; the last final CQE detaches it.
 func (l *loop) teardown(c *conn) {
 	c.lockSend()
 	if c.tearing {
@@ -446,7 +446,7 @@ func (l *loop) teardown(c *conn) {
 		l.cancelSend(c)
 	}
 	l.stopPollOut(c)
-	l.maybeFinalize(c)
+	l.maybeDetach(c)
 }
 
 func (l *loop) cancelSend(c *conn) {
@@ -457,9 +457,12 @@ func (l *loop) cancelSend(c *conn) {
 	l.cancel(userData(kindSend, c.gen, c.slot))
 }
 
-// maybeFinalize closes c's descriptor once no request is in flight on it,
-// and frees its slot for reuse under a new generation.
-func (l *loop) maybeFinalize(c *conn) {
+// maybeDetach lets go of c once no request is in flight on it: it frees
+// c's slot for reuse under a new generation and drops the loop's reference
+// to the FD, whose last holder then closes the descriptor and recycles its
+// buffers (poll's lifetime.go). Buffers a reader still holds stay out of
+// the ring until it releases them.
+func (l *loop) maybeDetach(c *conn) {
 	c.lockSend()
 	busy := c.sendBusy
 	c.unlockSend()
@@ -493,6 +496,5 @@ func (l *loop) maybeFinalize(c *conn) {
 		}
 		c.fixed = false
 	}
-	c.fd.DiscardInput()
-	c.fd.Finalize()
+	c.fd.Detach()
 }

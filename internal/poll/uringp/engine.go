@@ -171,7 +171,7 @@ func (e *Engine) Stats() []*poll.Stats {
 	return s
 }
 
-// Stop ends the loops. Every FD must have been finalized. It does not
+// Stop ends the loops. Every FD must have been destroyed. It does not
 // wait.
 func (e *Engine) Stop() {
 	for _, l := range e.loops {

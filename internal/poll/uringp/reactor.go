@@ -43,7 +43,7 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 	}
 	c.recvArmed, c.canceling = false, false
 	if l.isTearing(c) {
-		l.maybeFinalize(c)
+		l.maybeDetach(c)
 		return
 	}
 	if cqe.Res >= 0 {
@@ -88,7 +88,7 @@ func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
 		c.outArmed, c.outCanceling = false, false
 	}
 	if l.isTearing(c) {
-		l.maybeFinalize(c)
+		l.maybeDetach(c)
 		return
 	}
 	if cqe.Res >= 0 && uint32(cqe.Res)&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) != 0 {
@@ -109,7 +109,7 @@ func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
 // reactorFlush sends c's queued output; if the socket is full, the next
 // POLLOUT edge brings the loop back.
 func (l *loop) reactorFlush(c *conn) {
-	if c.fd.Finalized() || l.isTearing(c) {
+	if l.isTearing(c) {
 		return
 	}
 	if c.sendVecs == nil {
