@@ -136,17 +136,29 @@ var engineLinger atomic.Int64 // a time.Duration
 func init() { engineLinger.Store(int64(200 * time.Millisecond)) }
 
 type engineRef struct {
-	key     engineKey
-	eng     poll.Engine
-	refs    int         // under enginesMu
-	stopped bool        // under enginesMu
-	linger  *time.Timer // under enginesMu; set while refs == 0
+	key engineKey
+	// ready is closed once the engine started (eng set) or failed to
+	// (err set); neither changes after.
+	ready chan struct{}
+	eng   poll.Engine
+	err   error
+
+	mu      sync.Mutex  // guards the fields below, never held for long
+	refs    int         // listeners and connections using the engine
+	stopped bool        // Stop was called: no new reference
+	linger  *time.Timer // set while refs == 0
 }
 
+// enginesMu guards engines, the running engines by key. It is never held
+// while an engine starts (ring setup takes a while) or by release, which
+// a loop calls.
 var (
 	enginesMu sync.Mutex
 	engines   = map[engineKey]*engineRef{}
 )
+
+// startEngineFunc starts an engine; tests replace it to hold a start up.
+var startEngineFunc = startEngine
 
 // acquireEngine returns a reference to the running engine for cfg, starting
 // it if needed. The caller must call release once.
@@ -159,49 +171,60 @@ func acquireEngine(cfg *config) (*engineRef, error) {
 	if e != EngineEpoll {
 		key.ring = cfg.ring
 	}
-	enginesMu.Lock()
-	defer enginesMu.Unlock()
-	r := engines[key]
-	if r == nil {
-		eng, err := startEngine(key)
-		if err != nil {
-			return nil, err
+	for {
+		enginesMu.Lock()
+		r := engines[key]
+		if r == nil {
+			r = &engineRef{key: key, ready: make(chan struct{})}
+			engines[key] = r
+			enginesMu.Unlock()
+			r.eng, r.err = startEngineFunc(key)
+			if r.err != nil {
+				enginesMu.Lock()
+				delete(engines, key)
+				enginesMu.Unlock()
+				close(r.ready)
+				return nil, r.err
+			}
+			close(r.ready)
+			cfg.logger.Info("ringpoll: engine started", "engine", r.eng.Name(), "loops", key.loops)
+		} else {
+			enginesMu.Unlock()
+			<-r.ready
+			if r.err != nil {
+				continue // its starter removed it; try for ourselves
+			}
 		}
-		r = &engineRef{key: key, eng: eng}
-		engines[key] = r
-		cfg.logger.Info("ringpoll: engine started", "engine", eng.Name(), "loops", key.loops)
+		if r.retain() {
+			return r, nil
+		}
+		// It stopped since we found it: start a new one.
 	}
-	r.addRef()
-	return r, nil
 }
 
 // retain adds a reference to a running engine. It reports false, adding
 // none, if the engine was stopped (a Listener closed while its Accept was
 // registering a connection, and the engine's linger ran out).
 func (r *engineRef) retain() bool {
-	enginesMu.Lock()
-	defer enginesMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.stopped {
 		return false
 	}
-	r.addRef()
-	return true
-}
-
-// addRef counts a reference, called with enginesMu held.
-func (r *engineRef) addRef() {
 	if r.refs++; r.refs == 1 && r.linger != nil {
 		r.linger.Stop()
 		r.linger = nil
 	}
+	return true
 }
 
 // release drops a reference; the engine stops engineLinger after the last
-// one, unless a new reference comes first. It does not block, so a loop may
-// call it.
+// one, unless a new reference comes first. It takes only the engine's own
+// short lock, never enginesMu, so a loop may call it while another engine
+// starts.
 func (r *engineRef) release() {
-	enginesMu.Lock()
-	defer enginesMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.refs--; r.refs == 0 {
 		r.linger = time.AfterFunc(time.Duration(engineLinger.Load()), r.stopIdle)
 	}
@@ -211,6 +234,8 @@ func (r *engineRef) release() {
 func (r *engineRef) stopIdle() {
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.refs != 0 || r.stopped || r.linger == nil {
 		return
 	}
