@@ -6,7 +6,6 @@ import (
 	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/poll/epoll"
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
-	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
 var uringModes = map[Engine]uringp.Mode{
@@ -35,4 +34,4 @@ func startEngine(k engineKey) (poll.Engine, error) {
 	})
 }
 
-var uringStatus = sync.OnceValue(uring.Check)
+var uringStatus = sync.OnceValue(uringp.Check)

@@ -3,9 +3,12 @@ package ringpoll
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
@@ -87,4 +90,51 @@ func TestLoopKeepsP(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLoopKeepsPWithoutPreemptSignals runs its child with
+// GODEBUG=asyncpreemptoff=1: the runtime then sends no preemption signal,
+// so nothing but the loop's own bound on a kept wait ends the wait of an
+// idle loop asleep on its P, and a garbage collection, which must stop
+// that loop, waited for the next completion: on an idle server, for ever.
+// The child must finish its collections; it also reports how often an
+// idle loop keeping its P wakes.
+func TestLoopKeepsPWithoutPreemptSignals(t *testing.T) {
+	ufNeedUring(t)
+	var out ufLockedBuffer
+	cmd := ufChild("TestLoopKeepsPWithoutPreemptSignalsChild", ufChildEnv+"=keepp-nosignal",
+		"GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=2")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start the test binary as a child: %v", err)
+	}
+	err := ufWaitChild(t, cmd, 3*tsTimeout)
+	if err != nil || !strings.Contains(out.String(), "--- PASS: TestLoopKeepsPWithoutPreemptSignalsChild") {
+		t.Fatalf("child: %v; output:\n%s", err, out.String())
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "idle kept-P loop") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestLoopKeepsPWithoutPreemptSignalsChild is the child: an idle uring
+// loop that keeps its P, and garbage collections.
+func TestLoopKeepsPWithoutPreemptSignalsChild(t *testing.T) {
+	if os.Getenv(ufChildEnv) != "keepp-nosignal" {
+		t.Skip("the child of TestLoopKeepsPWithoutPreemptSignals")
+	}
+	uringp.RefreshProcs()
+	ln := listen(t, EngineUring, "tcp", WithLoops(1), WithLoopKeepsP())
+	kept := func() uint64 { return ln.Stats()[0].WaitsKeptP }
+	tsEventually(t, "the idle loop to sleep on its P", func() bool { return kept() >= 2 })
+	for range 20 {
+		runtime.GC()
+	}
+	// The wake-ups of the idle loop, over half a second.
+	before, start := ln.Stats()[0].EnterWait, time.Now()
+	time.Sleep(500 * time.Millisecond)
+	waits := ln.Stats()[0].EnterWait - before
+	t.Logf("idle kept-P loop: %.0f wake-ups per second", float64(waits)/time.Since(start).Seconds())
 }

@@ -9,9 +9,6 @@ import "unsafe"
 // the request's final CQE, unless the method says the kernel copies them
 // at submission; they must not point into a goroutine stack.
 
-// PrepNop prepares a no-op.
-func (s *SQE) PrepNop() { s.Opcode = OpNop }
-
 // PrepRecvMultishot prepares a multishot recv into buffers from buffer
 // group bgid (Linux 6.0): one CQE per arrival, each with CQEFBuffer and,
 // while the request lives on, CQEFMore. It ends with a CQE without
@@ -70,13 +67,6 @@ func (s *SQE) PrepPollMultishot(fd int, events uint32) {
 	s.OpFlags = events
 }
 
-// PrepPollAdd prepares a one-shot POLL_ADD for events.
-func (s *SQE) PrepPollAdd(fd int, events uint32) {
-	s.Opcode = OpPollAdd
-	s.Fd = int32(fd)
-	s.OpFlags = events
-}
-
 // PrepRead prepares a read of len(b) bytes into b (at the current file
 // position for sockets and eventfds: off is -1).
 func (s *SQE) PrepRead(fd int, b []byte) {
@@ -95,30 +85,6 @@ func (s *SQE) PrepCancel64(target uint64, flags uint32) {
 	s.Fd = -1
 	s.Addr = target
 	s.OpFlags = flags
-}
-
-// PrepCancelFD prepares the cancellation of requests on fd (5.19); flags
-// may add CancelAll.
-func (s *SQE) PrepCancelFD(fd int, flags uint32) {
-	s.Opcode = OpAsyncCancel
-	s.Fd = int32(fd)
-	s.OpFlags = flags | CancelFD
-}
-
-// PrepShutdown prepares shutdown(fd, how).
-func (s *SQE) PrepShutdown(fd int, how int) {
-	s.Opcode = OpShutdown
-	s.Fd = int32(fd)
-	s.Len = uint32(how)
-}
-
-// PrepMsgRing prepares a message to the ring ringFD: a CQE there with
-// res and user_data data (5.18).
-func (s *SQE) PrepMsgRing(ringFD int, res uint32, data uint64) {
-	s.Opcode = OpMsgRing
-	s.Fd = int32(ringFD)
-	s.Len = res
-	s.Off = data
 }
 
 // Msghdr is struct msghdr for PrepSendmsg, with its iovec array.

@@ -206,19 +206,9 @@ func (r *Ring) Enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, ar
 // a signal ends the wait.
 func (r *Ring) SetKeepP(on bool) { r.keepP = on }
 
-// Submit flushes and submits pending entries without waiting.
-func (r *Ring) Submit() (int, error) {
-	return r.Enter(r.Flush(), 0, 0, nil, 0)
-}
-
-// SubmitAndWait flushes, submits, and waits until at least wait
-// completions are available. It also runs deferred task work.
-func (r *Ring) SubmitAndWait(wait uint32) (int, error) {
-	return r.Enter(r.Flush(), wait, EnterGetEvents, nil, 0)
-}
-
-// SubmitAndWaitTimeout is SubmitAndWait bounded by d (needs FeatExtArg,
-// 5.11); a wait that times out returns ETIME. It does not allocate.
+// SubmitAndWaitTimeout flushes, submits, and waits until at least wait
+// completions are available or d has passed (then ETIME); it runs deferred
+// task work too. It needs FeatExtArg (5.11) and does not allocate.
 func (r *Ring) SubmitAndWaitTimeout(wait uint32, d time.Duration) (int, error) {
 	return r.EnterTimeout(r.Flush(), wait, EnterGetEvents, d)
 }
@@ -233,10 +223,15 @@ func (r *Ring) EnterTimeout(toSubmit, wait, flags uint32, d time.Duration) (int,
 
 // EnterMinWait waits, after submitting toSubmit SQEs, for wait
 // completions, or, once minWait has passed, for any (EnterExtArg with
-// min_wait_usec). It needs FeatMinTimeout (Linux 6.12).
-func (r *Ring) EnterMinWait(toSubmit, wait uint32, minWait time.Duration) (int, error) {
+// min_wait_usec); with timeout above 0, for at most timeout (then ETIME).
+// It needs FeatMinTimeout (Linux 6.12).
+func (r *Ring) EnterMinWait(toSubmit, wait uint32, minWait, timeout time.Duration) (int, error) {
 	w := &r.wait
 	w.arg = GetEventsArg{MinWaitUsec: uint32(minWait / time.Microsecond)}
+	if timeout > 0 {
+		w.ts = Timespec{Sec: int64(timeout / time.Second), Nsec: int64(timeout % time.Second)}
+		w.arg.Ts = uint64(uintptr(unsafe.Pointer(&w.ts)))
+	}
 	return r.Enter(toSubmit, wait, EnterGetEvents|EnterExtArg, unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg))
 }
 

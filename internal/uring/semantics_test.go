@@ -2,12 +2,13 @@
 
 package uring
 
-// Kernel-semantics regression tests: each turns a behaviour that
-// URING-NOTES (sections 1.5 and 5.1) verified on Linux 6.18 into an assert,
-// and skips with the reason when the kernel lacks the feature.
+// Kernel-semantics regression tests: each turns a behaviour of io_uring
+// that the engines rely on (verified on Linux 6.18) into an assert, and
+// skips with the reason when the kernel lacks the feature.
 //
-// Threads: the rings come from NewLoopRing (SINGLE_ISSUER|DEFER_TASKRUN),
-// which only the creating thread may enter or register with. Each test
+// Threads: the rings have the engines' loop flags (testLoopFlags:
+// SINGLE_ISSUER|DEFER_TASKRUN), which only the creating thread may enter
+// or register with. Each test
 // locks its own goroutine to its OS thread for its whole run, cleanups
 // included (the testing package runs them on the test's goroutine), so
 // every ring operation, BufRing.Close included, happens on the owner
@@ -29,6 +30,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// testLoopFlags are the setup flags the engines' loops try, best first
+// (uringp's loopFlags).
+var testLoopFlags = []uint32{
+	SetupSingleIssuer | SetupDeferTaskrun | SetupTaskrunFlag | SetupSubmitAll | SetupNoSQArray | SetupCQSize,
+	SetupSingleIssuer | SetupDeferTaskrun | SetupTaskrunFlag | SetupSubmitAll | SetupCQSize,
+}
+
 // reapTimeout bounds every wait for a CQE that must come.
 const reapTimeout = 5 * time.Second
 
@@ -49,12 +57,12 @@ func newHarness(t *testing.T, sq, cq uint32) *harness {
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread) // runs last: after the ring is closed
 	checkFDLeak(t)
-	r, err := NewLoopRing(sq, cq)
+	r, err := NewRingFallback(sq, Params{CQEntries: cq}, testLoopFlags)
 	if err != nil {
 		if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
 			t.Skipf("io_uring unavailable: %v", err)
 		}
-		t.Fatalf("NewLoopRing(%d, %d): %v", sq, cq, err)
+		t.Fatalf("a loop ring (%d, %d): %v", sq, cq, err)
 	}
 	h := &harness{t: t, r: r}
 	t.Cleanup(h.close)
@@ -166,7 +174,7 @@ func (h *harness) sqe() *SQE {
 
 func (h *harness) submit() {
 	h.t.Helper()
-	if _, err := h.r.Submit(); err != nil {
+	if _, err := h.r.Enter(h.r.Flush(), 0, 0, nil, 0); err != nil {
 		h.t.Fatalf("Submit: %v", err)
 	}
 }
@@ -521,60 +529,6 @@ func TestCancelMultishotRecv(t *testing.T) {
 	}
 }
 
-// TestCancelFDAll: PrepCancelFD(fd, CancelAll) cancels every request on
-// fd (a multishot recv and a multishot poll): its CQE counts them (2) and
-// each ends with -ECANCELED without F_MORE.
-func TestCancelFDAll(t *testing.T) {
-	h := newHarness(t, 8, 64)
-	h.requireOps(OpRecv, OpPollAdd, OpAsyncCancel)
-	br, _ := h.bufRing(4, 64, 5)
-	a, b := h.socketpair()
-	const recvUD, pollUD, cancelUD = 0x5ec0005, 0x5ec0006, 0x5ec0007
-	s := h.sqe()
-	s.PrepRecvMultishot(a, 0, br.Bgid)
-	s.UserData = recvUD
-	s = h.sqe()
-	s.PrepPollMultishot(a, unix.POLLIN)
-	s.UserData = pollUD
-	h.submit()
-	if cs := h.quiet(10 * time.Millisecond); len(cs) != 0 {
-		skipIfEINVAL(t, cs[0], "multishot recv or poll")
-		t.Fatalf("CQEs with no data sent: %s", fmtCQEs(cs))
-	}
-	s = h.sqe()
-	s.PrepCancelFD(a, CancelAll)
-	s.UserData = cancelUD
-	cs := h.reapUntil("cancel by fd", func(cs []CQE) bool {
-		_, r := finalOf(cs, recvUD)
-		_, p := finalOf(cs, pollUD)
-		_, c := finalOf(cs, cancelUD)
-		if c && !(r && p) {
-			// The cancel failed: no need to wait for the targets.
-			cc, _ := finalOf(cs, cancelUD)
-			return cc.Res < 0
-		}
-		return r && p && c
-	})
-	cc, _ := finalOf(cs, cancelUD)
-	skipIfEINVAL(t, cc, "IORING_ASYNC_CANCEL_FD (Linux 5.19)")
-	if cc.Res != 2 {
-		t.Errorf("cancel-by-fd CQE res %d, want 2 (the number cancelled)", cc.Res)
-	}
-	for _, ud := range []uint64{recvUD, pollUD} {
-		c, ok := finalOf(cs, ud)
-		if !ok || c.Res != errno(syscall.ECANCELED) {
-			t.Errorf("request %#x: final CQE %s (found %v), want res -ECANCELED", ud, fmtCQEs([]CQE{c}), ok)
-		}
-	}
-	if len(cs) != 3 {
-		t.Errorf("CQEs %s, want exactly 3", fmtCQEs(cs))
-	}
-	h.write(b, "late")
-	if cs := h.quiet(30 * time.Millisecond); len(cs) != 0 {
-		t.Errorf("CQEs after the cancel: %s", fmtCQEs(cs))
-	}
-}
-
 // TestCQOverflowFlush: 48 NOPs into a 16-entry CQ without reaping. The CQ
 // fills, SQCQOverflow is raised, the rest park in the kernel (FeatNoDrop)
 // where a PeekCQE that never enters cannot see them, and entering with
@@ -591,10 +545,10 @@ func TestCQOverflowFlush(t *testing.T) {
 	for i := 0; i < total; i += batch {
 		for j := range batch {
 			s := h.sqe()
-			s.PrepNop()
+			s.Opcode = OpNop
 			s.UserData = uint64(i + j)
 		}
-		if n, err := h.r.Submit(); err != nil || n != batch {
+		if n, err := h.r.Enter(h.r.Flush(), 0, 0, nil, 0); err != nil || n != batch {
 			t.Fatalf("Submit after %d NOPs: %d, %v; want %d", i, n, err, batch)
 		}
 	}
@@ -648,7 +602,7 @@ func TestSingleIssuerEEXIST(t *testing.T) {
 	}
 	const ud = 0x5ec0008
 	s := h.sqe()
-	s.PrepNop()
+	s.Opcode = OpNop
 	s.UserData = ud
 	type result struct {
 		tid                     int
@@ -659,7 +613,7 @@ func TestSingleIssuerEEXIST(t *testing.T) {
 		runtime.LockOSThread() // a thread of its own: the test's is locked to the test
 		defer runtime.UnlockOSThread()
 		res := result{tid: unix.Gettid()}
-		_, res.submit = h.r.Submit()
+		_, res.submit = h.r.Enter(h.r.Flush(), 0, 0, nil, 0)
 		_, res.wait = h.r.SubmitAndWaitTimeout(1, time.Second)
 		_, res.getevents = h.r.Enter(0, 0, EnterGetEvents, nil, 0)
 		done <- res
@@ -1008,7 +962,7 @@ func TestSubmitAndWaitTimeoutETIME(t *testing.T) {
 	}
 	const ud = 0x5ec000d
 	s := h.sqe()
-	s.PrepNop()
+	s.Opcode = OpNop
 	s.UserData = ud
 	n, err := h.r.SubmitAndWaitTimeout(1, reapTimeout)
 	if err != nil || n != 1 {

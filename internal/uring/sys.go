@@ -3,33 +3,13 @@
 package uring
 
 import (
-	"os"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// fakeSetupErr, if not zero, is returned by every io_uring_setup. It comes
-// from the environment variable RINGPOLL_URING_SETUP_ERRNO (EPERM, ENOSYS or
-// EINVAL), which simulates a kernel or a sandbox without io_uring, so the
-// fallback path can be exercised on a machine that has it.
-var fakeSetupErr = func() syscall.Errno {
-	switch os.Getenv("RINGPOLL_URING_SETUP_ERRNO") {
-	case "EPERM":
-		return syscall.EPERM
-	case "ENOSYS":
-		return syscall.ENOSYS
-	case "EINVAL":
-		return syscall.EINVAL
-	}
-	return 0
-}()
-
 func setup(entries uint32, p *Params) (int, error) {
-	if fakeSetupErr != 0 {
-		return -1, fakeSetupErr
-	}
 	fd, _, errno := syscall.RawSyscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(p)), 0)
 	if errno != 0 {
 		return -1, errno

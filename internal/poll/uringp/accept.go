@@ -28,6 +28,7 @@ type acceptor struct {
 	l     *loop
 	sysfd int
 	slot  uint32
+	gen   uint32 // the slot's generation while a holds it
 
 	mu      sync.Mutex
 	fds     []int
@@ -112,8 +113,10 @@ func (l *loop) listen(a *acceptor) {
 	}
 	if int(a.slot) == len(l.acceptors) {
 		l.acceptors = append(l.acceptors, nil)
+		l.acceptGens = append(l.acceptGens, 0)
 	}
 	l.acceptors[a.slot] = a
+	a.gen = l.acceptGens[a.slot]
 	l.armAccept(a)
 }
 
@@ -123,7 +126,7 @@ func (l *loop) armAccept(a *acceptor) {
 	}
 	sqe := l.getSQE()
 	sqe.PrepMultishotAccept(a.sysfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-	sqe.UserData = userData(kindAccept, 0, a.slot)
+	sqe.UserData = userData(kindAccept, a.gen, a.slot)
 	a.armed = true
 }
 
@@ -142,7 +145,7 @@ func (l *loop) unlisten(a *acceptor) {
 	a.ending = true
 	a.retryAt = time.Time{}
 	if a.armed {
-		l.cancel(userData(kindAccept, 0, a.slot))
+		l.cancel(userData(kindAccept, a.gen, a.slot))
 		return
 	}
 	l.endAcceptor(a)
@@ -157,6 +160,7 @@ func (l *loop) endAcceptor(a *acceptor) {
 	a.fds = nil
 	a.mu.Unlock()
 	l.acceptors[a.slot] = nil
+	l.acceptGens[a.slot] = (l.acceptGens[a.slot] + 1) & genMask
 }
 
 func (l *loop) liveAcceptors() int {
@@ -169,8 +173,16 @@ func (l *loop) liveAcceptors() int {
 	return n
 }
 
-// acceptDone handles a multishot accept CQE.
-func (l *loop) acceptDone(slot uint32, cqe *uring.CQE) {
+// acceptDone handles a multishot accept CQE. One for a slot's former
+// acceptor (an older generation) is stale: a socket it carries is closed,
+// since no Accept will take it.
+func (l *loop) acceptDone(gen, slot uint32, cqe *uring.CQE) {
+	if int(slot) >= len(l.acceptors) || l.acceptors[slot] == nil || l.acceptGens[slot] != gen {
+		if cqe.Res >= 0 {
+			unix.Close(int(cqe.Res))
+		}
+		return
+	}
 	a := l.acceptors[slot]
 	if cqe.Res >= 0 {
 		l.stats.Accepts.Add(1)
@@ -181,7 +193,7 @@ func (l *loop) acceptDone(slot uint32, cqe *uring.CQE) {
 			a.fds = append(a.fds, int(cqe.Res))
 			if len(a.fds) >= maxQueued && !a.paused && cqe.More() {
 				a.paused = true
-				l.cancel(userData(kindAccept, 0, a.slot))
+				l.cancel(userData(kindAccept, a.gen, a.slot))
 			}
 		}
 		a.mu.Unlock()

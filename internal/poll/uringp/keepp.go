@@ -21,10 +21,11 @@ import (
 // for everything else: with GOMAXPROCS=1 no loop ever keeps one, and with
 // GOMAXPROCS=n at most n-1 loops do at a time.
 //
-// Should GOMAXPROCS shrink under a kept P, the runtime's stop-the-world
-// ends the wait with a signal (EINTR), and sysmon's preemption does the
-// same every 10ms, so a stale limit slows other goroutines for at most
-// procsRefresh; it never starves them.
+// A kept wait never lasts longer than keptWaitBound (loop.go), and the
+// runtime's preemption signal ends it sooner with EINTR, so a
+// stop-the-world always gets through, and should GOMAXPROCS shrink under a
+// kept P, a stale limit slows other goroutines for at most procsRefresh;
+// it never starves them.
 var keptPs pBudget
 
 // procsRefresh is how old the budget's copy of GOMAXPROCS may get.

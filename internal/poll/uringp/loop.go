@@ -59,19 +59,20 @@ type loop struct {
 	giving  []uint16
 	cqes    [256]uring.CQE
 
-	conns     []*conn // by slot
-	gens      []uint32
-	freeSlots []uint32
-	live      int
-	blockers  int // live connections whose users may run on goroutines
-	acceptors []*acceptor
-	notify    []*conn // got input this batch
-	starved   []*conn // multishot recv ended with ENOBUFS
-	draining  map[*conn]time.Time
-	yielded   bool
-	batch     uint32 // Tuning.Batch where the kernel has min_wait; else 0
-	fixed     uint32 // slots of the ring's fixed-file table (0: none)
-	stopping  bool
+	conns      []*conn // by slot
+	gens       []uint32
+	freeSlots  []uint32
+	live       int
+	blockers   int // live connections whose users may run on goroutines
+	acceptors  []*acceptor
+	acceptGens []uint32 // by acceptor slot, as gens is by connection slot
+	notify     []*conn  // got input this batch
+	starved    []*conn  // multishot recv ended with ENOBUFS
+	draining   map[*conn]time.Time
+	yielded    bool
+	batch      uint32 // Tuning.Batch where the kernel has min_wait; else 0
+	fixed      uint32 // slots of the ring's fixed-file table (0: none)
+	stopping   bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
 	noRecvLimit bool
@@ -128,7 +129,7 @@ func (l *loop) setup() error {
 	if l.mode == ModeSQPoll {
 		l.ring, err = newSQPollRing(l.tuning, nil)
 	} else {
-		l.ring, err = uring.NewLoopRing(l.tuning.SQEntries, l.tuning.CQEntries)
+		l.ring, err = newLoopRing(l.tuning.SQEntries, l.tuning.CQEntries)
 	}
 	if err != nil {
 		return err
@@ -323,7 +324,7 @@ func (l *loop) submit(wait uint32) {
 			l.stats.WaitsKeptP.Add(1)
 			l.ring.SetKeepP(true)
 		}
-		err = l.wait(toSubmit, wait)
+		err = l.wait(toSubmit, wait, kept)
 		if kept {
 			l.ring.SetKeepP(false)
 			keptPs.give()
@@ -342,15 +343,32 @@ func (l *loop) submit(wait uint32) {
 	}
 }
 
+// keptWaitBound bounds a wait that keeps the loop's P. Such a wait is
+// invisible to the scheduler, so a stop-the-world reaches it only through
+// the runtime's preemption signal, which ends it with EINTR; where no
+// signal comes (GODEBUG=asyncpreemptoff=1), the bound brings the loop back
+// to Go code, where it can be stopped, at least this often. An idle loop
+// keeping its P thus wakes 1/keptWaitBound times a second
+// (docs/BENCHMARKS.md measures the cost).
+const keptWaitBound = 10 * time.Millisecond
+
 // wait submits toSubmit SQEs and sleeps until wait completions are ready,
 // or the next timer is due, or (with a completion batch) min_wait has
-// passed.
-func (l *loop) wait(toSubmit, wait uint32) (err error) {
-	if d, ok := l.nextTimer(); ok {
-		_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
-	} else if l.batch > 1 {
-		_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait)
-	} else {
+// passed. A wait that keeps the P (kept) lasts at most keptWaitBound.
+func (l *loop) wait(toSubmit, wait uint32, kept bool) (err error) {
+	d, timed := l.nextTimer()
+	if kept && (!timed || d > keptWaitBound) {
+		d, timed = keptWaitBound, true
+	}
+	if timed {
+		d = max(d, time.Microsecond)
+	}
+	switch {
+	case l.batch > 1:
+		_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait, d)
+	case timed:
+		_, err = l.ring.SubmitAndWaitTimeout(wait, d)
+	default:
 		_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
 	}
 	return err
@@ -430,7 +448,7 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		l.armWake()
 		return
 	case kindAccept:
-		l.acceptDone(slot, cqe)
+		l.acceptDone(gen, slot, cqe)
 		return
 	case kindCancel:
 		return // the target's own final CQE tells what happened

@@ -41,7 +41,7 @@ func newSQPollRing(t Tuning, attach *uring.Ring) (*uring.Ring, error) {
 		p.Flags |= uring.SetupAttachWQ
 		p.WQFd = uint32(attach.FD())
 	}
-	return uring.NewRingFallback(t.SQEntries, p, []uint32{
+	return newRing(t.SQEntries, p, []uint32{
 		uring.SetupSubmitAll | uring.SetupNoSQArray | uring.SetupCQSize,
 		uring.SetupSubmitAll | uring.SetupCQSize,
 		uring.SetupCQSize,

@@ -15,7 +15,7 @@ const (
 	kindSend                    // SEND or SENDMSG
 	kindPoll                    // multishot POLL_ADD for input (reactor)
 	kindPollOut                 // one-shot POLL_ADD for output (reactor)
-	kindAccept                  // multishot accept; slot indexes acceptors
+	kindAccept                  // multishot accept; slot indexes acceptors, with a generation of its own
 	kindCancel                  // ASYNC_CANCEL; only failures post a CQE
 )
 
