@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Backpressure tests: the input and output high-water marks bound what a

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Close, half-close and deadline tests. Helpers (ts*) are in stress_test.go.
@@ -13,8 +15,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestCloseListenerUnblocksAccept: Listener.Close wakes a blocked Accept
@@ -87,25 +87,23 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 					}
 					peer := tsDialStd(t, "tcp", ln.Addr().String())
 					var sysfd int
-					var sa unix.Sockaddr
+					var raddr net.Addr
 					var aerr error
 					if ln.lq != nil {
 						// The engine accepts (io_uring): take its next one.
 						sysfd, aerr = ln.lq.Accept()
-						if aerr == nil {
-							sa, aerr = unix.Getpeername(sysfd)
-						}
 						if aerr != nil {
 							t.Fatalf("engine accept: %v", aerr)
 						}
+						raddr = peerAddr(sysfd, "tcp")
 					} else if err := ln.rc.Read(func(fd uintptr) bool {
-						sysfd, sa, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-						return aerr != unix.EAGAIN
+						sysfd, raddr, aerr = acceptSocket(int(fd), "tcp")
+						return aerr != errAcceptAgain
 					}); err != nil || aerr != nil {
 						t.Fatalf("accept4: %v, %v", err, aerr)
 					}
 					ln.Close() // drops the engine's last reference
-					c, err := ln.newConn(sysfd, sa, srv)
+					c, err := ln.newConn(sysfd, raddr, srv)
 					if err == nil {
 						// Acceptable only if the connection works (the
 						// engine was still lingering). A Server's echo

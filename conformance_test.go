@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Conformance: ringpoll's Conn, Listener and Dialer driven by the users the

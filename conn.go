@@ -4,12 +4,9 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -57,7 +54,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 	c.writer.c = c
 	if srv != nil {
 		if !srv.admit() {
-			unix.Close(sysfd)
+			closeSocket(sysfd)
 			return nil, ErrServerClosed
 		}
 		c.srv = srv
@@ -72,7 +69,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 	if !r.retain() {
 		// The engine stopped: registering would hand the socket to a loop
 		// that is shutting down, which would close it under the caller.
-		unix.Close(sysfd)
+		closeSocket(sysfd)
 		c.setupFailed()
 		return nil, net.ErrClosed
 	}
@@ -83,7 +80,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		r.release()
 	}
 	if err := r.eng.Register(c.fd); err != nil {
-		unix.Close(sysfd)
+		closeSocket(sysfd)
 		r.release()
 		c.setupFailed()
 		return nil, err
@@ -156,15 +153,12 @@ func (c *Conn) CloseRead() error {
 }
 
 // unacked returns the bytes written to the socket that the peer has not
-// acknowledged yet (SIOCOUTQ), or 0 if that cannot be read.
+// acknowledged yet, or 0 if that cannot be read.
 func (c *Conn) unacked() int {
 	n := 0
 	c.fd.Control(func(s int) error {
-		v, err := unix.IoctlGetInt(s, unix.SIOCOUTQ)
-		if err == nil {
-			n = v
-		}
-		return err
+		n = unackedBytes(s)
+		return nil
 	})
 	return n
 }
@@ -205,13 +199,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // SetNoDelay controls TCP_NODELAY (Nagle's algorithm off when true). TCP
 // connections from Listen and Dial start with it on, as in net.
 func (c *Conn) SetNoDelay(noDelay bool) error {
-	v := 0
-	if noDelay {
-		v = 1
-	}
-	err := c.fd.Control(func(s int) error {
-		return os.NewSyscallError("setsockopt", unix.SetsockoptInt(s, unix.IPPROTO_TCP, unix.TCP_NODELAY, v))
-	})
+	err := c.fd.Control(func(s int) error { return setNoDelay(s, noDelay) })
 	return c.opError("set", err)
 }
 

@@ -3,11 +3,8 @@ package ringpoll
 import (
 	"context"
 	"net"
-	"os"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Dialer holds options for connecting. The zero value dials with the
@@ -75,17 +72,8 @@ func detach(nc net.Conn) (int, error) {
 	}
 	sysfd := -1
 	var derr error
-	if err := rc.Control(func(fd uintptr) {
-		sysfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { sysfd, derr = dupSocket(fd) }); err != nil {
 		return -1, err
 	}
-	if derr != nil {
-		return -1, os.NewSyscallError("fcntl", derr)
-	}
-	if err := unix.SetNonblock(sysfd, true); err != nil {
-		unix.Close(sysfd)
-		return -1, os.NewSyscallError("fcntl", err)
-	}
-	return sysfd, nil
+	return sysfd, derr
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
-	"golang.org/x/sys/unix"
 )
 
 // Off Linux the module builds, and Listen and Dial fail with an error
@@ -16,8 +15,6 @@ import (
 func startEngine(k engineKey) (poll.Engine, error) {
 	return nil, fmt.Errorf("%w: ringpoll engines need Linux: %w", ErrEngineUnavailable, errors.ErrUnsupported)
 }
-
-func accept(int) (int, unix.Sockaddr, error) { return -1, nil, errors.ErrUnsupported }
 
 func uringStatus() error {
 	return fmt.Errorf("io_uring needs Linux: %w", errors.ErrUnsupported)

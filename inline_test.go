@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Tests of what an inline handler (WithInlineHandler) does instead of
@@ -193,7 +195,7 @@ func TestInlineCloseAfterDrain(t *testing.T) {
 	for _, e := range []Engine{EngineEpoll, EngineUringHybrid} {
 		t.Run(e.String(), func(t *testing.T) {
 			if e != EngineEpoll {
-				ufNeedUring(t)
+				needUring(t)
 			}
 			ln := listen(t, e, "tcp")
 			tsServeHandler(t, ln, tsEchoHandler, WithInlineHandler())

@@ -100,7 +100,7 @@ func TestLoopKeepsP(t *testing.T) {
 // The child must finish its collections; it also reports how often an
 // idle loop keeping its P wakes.
 func TestLoopKeepsPWithoutPreemptSignals(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	var out ufLockedBuffer
 	cmd := ufChild("TestLoopKeepsPWithoutPreemptSignalsChild", ufChildEnv+"=keepp-nosignal",
 		"GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=2")

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Lifetime tests: memory a reader can still see (a slice from Next, Peek or

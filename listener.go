@@ -2,14 +2,11 @@ package ringpoll
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -133,33 +130,26 @@ func (l *Listener) accept(srv *Server) (*Conn, error) {
 	if l.lq != nil {
 		return l.acceptEngine(srv)
 	}
-	for {
-		var sysfd int
-		var sa unix.Sockaddr
-		var aerr error
-		err := l.rc.Read(func(fd uintptr) bool {
-			sysfd, sa, aerr = accept(int(fd))
-			return aerr != unix.EAGAIN
-		})
-		if err != nil {
-			if l.closed.Load() {
-				err = net.ErrClosed // os reports "use of closed file"
-			}
-			return nil, l.opError(err)
-		}
-		switch aerr {
-		case nil:
-		case unix.EINTR, unix.ECONNABORTED:
-			continue // the peer gave up while queued: not the listener's error
-		default:
-			return nil, l.opError(os.NewSyscallError("accept4", aerr))
-		}
-		c, err := l.newConn(sysfd, sa, srv)
-		if err != nil {
-			return nil, l.opError(err)
-		}
-		return c, nil
+	var sysfd int
+	var raddr net.Addr
+	var aerr error
+	err := l.rc.Read(func(fd uintptr) bool {
+		sysfd, raddr, aerr = acceptSocket(int(fd), l.network)
+		return aerr != errAcceptAgain
+	})
+	if err == nil {
+		err = aerr
+	} else if l.closed.Load() {
+		err = net.ErrClosed // os reports "use of closed file"
 	}
+	if err != nil {
+		return nil, l.opError(err)
+	}
+	c, err := l.newConn(sysfd, raddr, srv)
+	if err != nil {
+		return nil, l.opError(err)
+	}
+	return c, nil
 }
 
 // acceptEngine takes the next connection the engine accepted.
@@ -168,10 +158,9 @@ func (l *Listener) acceptEngine(srv *Server) (*Conn, error) {
 	if err != nil {
 		return nil, l.opError(err)
 	}
-	// A peer that reset before this has no address any more (ENOTCONN);
-	// its Conn reads the error.
-	sa, _ := unix.Getpeername(sysfd)
-	c, err := l.newConn(sysfd, sa, srv)
+	// A peer that reset before this has no address any more; its Conn
+	// reads the error.
+	c, err := l.newConn(sysfd, peerAddr(sysfd, l.network), srv)
 	if err != nil {
 		return nil, l.opError(err)
 	}
@@ -187,63 +176,35 @@ func engineListen(ln net.Listener, acc poll.Acceptor) (poll.Listening, error) {
 	}
 	sysfd := -1
 	var derr error
-	if err := rc.Control(func(fd uintptr) {
-		sysfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { sysfd, derr = dupSocket(fd) }); err != nil {
 		return nil, err
 	}
 	if derr != nil {
-		return nil, os.NewSyscallError("fcntl", derr)
-	}
-	if err := unix.SetNonblock(sysfd, true); err != nil {
-		unix.Close(sysfd)
-		return nil, os.NewSyscallError("fcntl", err)
+		return nil, derr
 	}
 	lq, err := acc.Listen(sysfd)
 	if err != nil {
-		unix.Close(sysfd)
+		closeSocket(sysfd)
 	}
 	return lq, err
 }
 
-func (l *Listener) newConn(sysfd int, sa unix.Sockaddr, srv *Server) (*Conn, error) {
+func (l *Listener) newConn(sysfd int, raddr net.Addr, srv *Server) (*Conn, error) {
 	cfg := l.cfg
 	if srv != nil {
 		cfg = srv.connConfig(l.cfg)
 	}
 	if l.network != "unix" {
 		// As in net: Nagle off for request/response traffic.
-		unix.SetsockoptInt(sysfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		setNoDelay(sysfd, true)
 	}
 	laddr := l.Addr()
-	if lsa, err := unix.Getsockname(sysfd); err == nil && l.network != "unix" {
-		laddr = sockaddrToAddr(lsa, l.network)
+	if a := localAddr(sysfd, l.network); a != nil && l.network != "unix" {
+		laddr = a
 	}
-	return newConn(sysfd, l.network, laddr, sockaddrToAddr(sa, l.network), cfg, l.eng, srv)
+	return newConn(sysfd, l.network, laddr, raddr, cfg, l.eng, srv)
 }
 
 func (l *Listener) opError(err error) error {
 	return &net.OpError{Op: "accept", Net: l.network, Addr: l.Addr(), Err: err}
-}
-
-// sockaddrToAddr converts an accepted or local socket address.
-func sockaddrToAddr(sa unix.Sockaddr, network string) net.Addr {
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
-	case *unix.SockaddrInet6:
-		a := &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
-		if sa.ZoneId != 0 {
-			a.Zone = fmt.Sprint(sa.ZoneId)
-		}
-		return a
-	case *unix.SockaddrUnix:
-		return &net.UnixAddr{Name: sa.Name, Net: network}
-	}
-	// Unknown (a peer gone before getpeername): an empty address of the
-	// right type rather than nil, which callers would not expect.
-	if network == "unix" {
-		return &net.UnixAddr{Net: network}
-	}
-	return &net.TCPAddr{}
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Server and option tests. Helpers (ts*) are in stress_test.go.

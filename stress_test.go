@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 // Stress tests (bulk transfers, many connections, peers that reset) and the

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ringpoll
 
 import (
@@ -17,11 +19,25 @@ import (
 // forEachEngine, so a new engine passes exactly the same tests.
 var testEngines = []Engine{EngineEpoll, EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll}
 
-// forEachEngine runs f as a subtest per engine.
+// forEachEngine runs f as a subtest per engine. The io_uring engines are
+// skipped, with the reason, where io_uring cannot run (UringStatus).
 func forEachEngine(t *testing.T, f func(t *testing.T, e Engine)) {
 	t.Helper()
 	for _, e := range testEngines {
-		t.Run(e.String(), func(t *testing.T) { f(t, e) })
+		t.Run(e.String(), func(t *testing.T) {
+			if e != EngineEpoll {
+				needUring(t)
+			}
+			f(t, e)
+		})
+	}
+}
+
+// needUring skips the test when the io_uring engines cannot run here.
+func needUring(t testing.TB) {
+	t.Helper()
+	if err := UringStatus(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
 	}
 }
 

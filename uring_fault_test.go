@@ -36,13 +36,6 @@ var ufProactors = []Engine{EngineUring, EngineUringHybrid, EngineUringSQPoll}
 // ufUringEngines are every io_uring engine.
 var ufUringEngines = []Engine{EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll}
 
-// ufNeedUring skips the test when the io_uring engines cannot run here.
-func ufNeedUring(t testing.TB) {
-	t.Helper()
-	if err := UringStatus(); err != nil {
-		t.Skipf("io_uring unavailable: %v", err)
-	}
-}
 
 // ufStats sums the counters of every loop of the engine serving ln.
 func ufStats(ln *Listener) LoopStats {
@@ -137,7 +130,7 @@ func ufSlowEchoHandler(ctx context.Context, c *Conn) error {
 // (ENOBUFS), receives must have been re-armed, and once every connection
 // closed every buffer must be back in the ring.
 func TestUringTinyBufferRing(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	// Twice as many clients as buffers. One connection may hold at most a
 	// quarter of the ring (one buffer here), so four clients alone would
 	// drain it only when a released buffer has not yet been put back; eight
@@ -206,7 +199,7 @@ func TestUringTinyBufferRing(t *testing.T) {
 // pins it out of the ring: n idle connections then pin every buffer, and
 // the next receive on any of them waits for a buffer for ever.)
 func TestUringBufferRingOneBufferPerConn(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	for _, e := range ufProactors {
 		for _, n := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%s/buffers=%d", e, n), func(t *testing.T) {
@@ -247,7 +240,7 @@ func ufEchoWithin(c net.Conn, msg string, d time.Duration) error {
 // be exact, and the proactor engines (a multishot recv per connection, 1000
 // of them completing at once into a CQ of 16) must have overflowed the CQ.
 func TestUringTinyCQ(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	const conns, rounds = 1000, 3
 	tsNeedNoFile(t, 2200)
 	for _, e := range ufUringEngines {
@@ -373,7 +366,7 @@ func ufResetSendHandler(results chan<- ufSendResult) Handler {
 // panic; the connection must be finalized; a client connected all along and
 // a new one must still get echoes; no provided buffer may stay out.
 func TestUringPeerResetDuringSend(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	for _, e := range ufUringEngines {
 		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
@@ -586,7 +579,7 @@ func TestUringForcedUnavailableChild(t *testing.T) {
 // must keep getting echoes meanwhile; and as clients close, the waiting
 // ones must be accepted and served, two by two.
 func TestUringAcceptEMFILE(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	const fits, waiting = 4, 4
 	cmd := ufChild("TestUringAcceptEMFILEChild", ufChildEnv+"=emfile", fmt.Sprintf("RINGPOLL_TEST_UF_FITS=%d", fits))
 	stdin, err := cmd.StdinPipe()
@@ -880,7 +873,7 @@ func ufFDOpen(fd int) bool {
 // slow reader must still get every byte in order, input must have paused
 // (the recv re-armed after each cancel), and every buffer must come back.
 func TestUringPauseByCancel(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	data := tsRandom(11, 8<<20)
 	for _, e := range ufProactors {
 		for _, style := range tsBlockingStyles {
@@ -913,7 +906,7 @@ func TestUringPauseByCancel(t *testing.T) {
 // get every echo, as must 16 clients at once; bytes exact. The loop's
 // counters must show it slept, so the batched wait was the one in use.
 func TestUringCompletionBatch(t *testing.T) {
-	ufNeedUring(t)
+	needUring(t)
 	for _, e := range ufUringEngines {
 		for _, style := range tsStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {

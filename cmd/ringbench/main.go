@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command ringbench replays the seed experiments on this machine: echo
 // servers built on every ringpoll engine (uring-inline and epoll-inline:
 // the handler on the event loop, ringpoll.WithInlineHandler;

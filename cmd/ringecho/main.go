@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command ringecho is an echo server for scripts and benchmarks.
 //
 //	ringecho -addr 127.0.0.1:7000 -engine auto -api handler

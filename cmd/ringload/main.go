@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command ringload is an out-of-process load generator for echo servers
 // over TCP. It measures throughput and latency at the client and, given the
 // server's PID, the server's CPU time, syscalls and context switches per

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command ringsoak is a soak and fault tool for ringpoll. It runs a ringpoll
 // echo server in its own process, so that it can check its own descriptors,
 // goroutines and the library's counters, and drives it on loopback with a

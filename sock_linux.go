@@ -1,0 +1,110 @@
+package ringpoll
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The socket calls of the public package, Linux side; sock_other.go is the
+// twin that keeps the module building elsewhere. Engines do their own I/O
+// in internal/poll.
+
+// closeSocket closes a socket that never reached an engine.
+func closeSocket(fd int) { unix.Close(fd) }
+
+// dupSocket returns a non-blocking, close-on-exec duplicate of fd, which
+// then lives off Go's poller.
+func dupSocket(fd uintptr) (int, error) {
+	sysfd, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("fcntl", err)
+	}
+	if err := unix.SetNonblock(sysfd, true); err != nil {
+		unix.Close(sysfd)
+		return -1, os.NewSyscallError("fcntl", err)
+	}
+	return sysfd, nil
+}
+
+// setNoDelay sets TCP_NODELAY on fd.
+func setNoDelay(fd int, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v))
+}
+
+// unackedBytes returns the bytes written to fd that the peer has not
+// acknowledged yet (SIOCOUTQ), or 0 if that cannot be read.
+func unackedBytes(fd int) int {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// errAcceptAgain is acceptSocket's answer when no connection is pending.
+var errAcceptAgain error = unix.EAGAIN
+
+// acceptSocket takes one pending connection on the listening socket lfd
+// as a non-blocking, close-on-exec socket, with its peer's address. A
+// connection whose peer gave up while queued (ECONNABORTED), and a call a
+// signal interrupted, are passed over. It returns errAcceptAgain when none
+// is pending.
+func acceptSocket(lfd int, network string) (int, net.Addr, error) {
+	for {
+		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		switch err {
+		case nil:
+			return fd, sockaddrToAddr(sa, network), nil
+		case unix.EINTR, unix.ECONNABORTED:
+			continue
+		case unix.EAGAIN:
+			return -1, nil, errAcceptAgain
+		}
+		return -1, nil, os.NewSyscallError("accept4", err)
+	}
+}
+
+// peerAddr returns fd's peer address. A peer that reset before this has
+// none any more (ENOTCONN): an empty address of the network's type.
+func peerAddr(fd int, network string) net.Addr {
+	sa, _ := unix.Getpeername(fd)
+	return sockaddrToAddr(sa, network)
+}
+
+// localAddr returns fd's local address, or nil if it cannot be read.
+func localAddr(fd int, network string) net.Addr {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil
+	}
+	return sockaddrToAddr(sa, network)
+}
+
+// sockaddrToAddr converts an accepted or local socket address.
+func sockaddrToAddr(sa unix.Sockaddr, network string) net.Addr {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+	case *unix.SockaddrInet6:
+		a := &net.TCPAddr{IP: append(net.IP(nil), sa.Addr[:]...), Port: sa.Port}
+		if sa.ZoneId != 0 {
+			a.Zone = fmt.Sprint(sa.ZoneId)
+		}
+		return a
+	case *unix.SockaddrUnix:
+		return &net.UnixAddr{Name: sa.Name, Net: network}
+	}
+	// Unknown (a peer gone before getpeername): an empty address of the
+	// right type rather than nil, which callers would not expect.
+	if network == "unix" {
+		return &net.UnixAddr{Net: network}
+	}
+	return &net.TCPAddr{}
+}

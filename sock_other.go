@@ -1,0 +1,27 @@
+//go:build !linux
+
+package ringpoll
+
+import (
+	"errors"
+	"net"
+)
+
+// Off Linux no engine runs (engine_other.go), so no socket reaches these:
+// they keep the module building, and fail with errors.ErrUnsupported.
+
+func closeSocket(int) {}
+
+func dupSocket(uintptr) (int, error) { return -1, errors.ErrUnsupported }
+
+func setNoDelay(int, bool) error { return errors.ErrUnsupported }
+
+func unackedBytes(int) int { return 0 }
+
+var errAcceptAgain = errors.New("ringpoll: no connection pending")
+
+func acceptSocket(int, string) (int, net.Addr, error) { return -1, nil, errors.ErrUnsupported }
+
+func peerAddr(int, string) net.Addr { return nil }
+
+func localAddr(int, string) net.Addr { return nil }
