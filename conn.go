@@ -1,7 +1,6 @@
 package ringpoll
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -215,9 +214,6 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	return rawConn{c}, nil
 }
 
-// errRawIO is returned by RawConn Read and Write.
-var errRawIO = errors.New("ringpoll: RawConn Read and Write are not supported: the engine owns the socket's I/O")
-
 type rawConn struct{ c *Conn }
 
 func (r rawConn) Control(f func(fd uintptr)) error {
@@ -225,8 +221,8 @@ func (r rawConn) Control(f func(fd uintptr)) error {
 	return r.c.opError("raw-control", err)
 }
 
-func (r rawConn) Read(func(fd uintptr) bool) error  { return errRawIO }
-func (r rawConn) Write(func(fd uintptr) bool) error { return errRawIO }
+func (r rawConn) Read(func(fd uintptr) bool) error  { return r.c.opError("raw-read", ErrRawIO) }
+func (r rawConn) Write(func(fd uintptr) bool) error { return r.c.opError("raw-write", ErrRawIO) }
 
 // opError wraps err as net does: io.EOF as is, everything else in a
 // *net.OpError.

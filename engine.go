@@ -1,7 +1,6 @@
 package ringpoll
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,10 +50,6 @@ var engineNames = [...]string{
 	EngineUringSQPoll:  "uring-sqpoll",
 }
 
-// ErrEngineUnavailable is returned (wrapped) by Listen, Dial and NewServer
-// when the requested engine cannot run here.
-var ErrEngineUnavailable = errors.New("ringpoll: engine not available")
-
 // ParseEngine returns the engine called name: one of auto, epoll, uring,
 // uring-hybrid, uring-reactor, uring-sqpoll.
 func ParseEngine(name string) (Engine, error) {
@@ -63,7 +58,7 @@ func ParseEngine(name string) (Engine, error) {
 			return Engine(e), nil
 		}
 	}
-	return 0, fmt.Errorf("ringpoll: unknown engine %q (valid: %s)", name, strings.Join(engineNames[:], ", "))
+	return 0, fmt.Errorf("%w %q (valid: %s)", ErrUnknownEngine, name, strings.Join(engineNames[:], ", "))
 }
 
 // String returns the engine's name as ParseEngine accepts it.

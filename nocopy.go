@@ -26,7 +26,7 @@ type Reader struct{ c *Conn }
 // Next returns the next n bytes and consumes them.
 func (r *Reader) Next(n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Reader.Next(%d): negative length", n)
+		return nil, fmt.Errorf("ringpoll: Reader.Next(%d): %w", n, ErrNegativeCount)
 	}
 	b, err := r.c.fd.Next(n)
 	return b, r.c.opError("read", err)
@@ -36,7 +36,7 @@ func (r *Reader) Next(n int) ([]byte, error) {
 // until the next Release or consuming call.
 func (r *Reader) Peek(n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Reader.Peek(%d): negative length", n)
+		return nil, fmt.Errorf("ringpoll: Reader.Peek(%d): %w", n, ErrNegativeCount)
 	}
 	b, err := r.c.fd.Peek(n)
 	return b, r.c.opError("read", err)
@@ -45,7 +45,7 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 // Skip consumes the next n bytes.
 func (r *Reader) Skip(n int) error {
 	if n < 0 {
-		return fmt.Errorf("ringpoll: Reader.Skip(%d): negative length", n)
+		return fmt.Errorf("ringpoll: Reader.Skip(%d): %w", n, ErrNegativeCount)
 	}
 	return r.c.opError("read", r.c.fd.Skip(n))
 }
@@ -100,7 +100,7 @@ func (w *Writer) pending() *buf.LinkBuffer {
 // next Flush.
 func (w *Writer) Malloc(n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Writer.Malloc(%d): negative length", n)
+		return nil, fmt.Errorf("ringpoll: Writer.Malloc(%d): %w", n, ErrNegativeCount)
 	}
 	if n == 0 {
 		return []byte{}, nil

@@ -75,9 +75,16 @@ func (c *config) apply(opts []Option) {
 
 func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("ringpoll: "+format, args...)
+		c.err = optionError(fmt.Sprintf("ringpoll: "+format, args...))
 	}
 }
+
+// optionError is a malformed option's error: it names the option and
+// wraps ErrInvalidOption.
+type optionError string
+
+func (e optionError) Error() string { return string(e) }
+func (e optionError) Unwrap() error { return ErrInvalidOption }
 
 func (c *config) pollConfig() poll.Config {
 	return poll.Config{

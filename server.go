@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/gopool"
-	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // Handler serves a connection's input, netpoll style: a Server calls it on a
@@ -22,15 +21,6 @@ import (
 // closes the connection. Returning an error closes the connection. ctx is
 // the Server's: it is cancelled when Shutdown stops waiting for handlers.
 type Handler func(ctx context.Context, c *Conn) error
-
-// ErrServerClosed is returned by Serve after Shutdown.
-var ErrServerClosed = errors.New("ringpoll: Server closed")
-
-// ErrWouldBlock is matched (errors.Is) by the error of a call that would
-// have to wait, on a connection whose handler runs inline on the event
-// loop (WithInlineHandler). A handler that returns it is called again when
-// more input arrives.
-var ErrWouldBlock = poll.ErrWouldBlock
 
 // Server runs a Handler for the connections of ringpoll listeners. Its
 // methods are safe for concurrent use.
@@ -55,7 +45,7 @@ type Server struct {
 // must match the listener's engine).
 func NewServer(h Handler, opts ...Option) (*Server, error) {
 	if h == nil {
-		return nil, errors.New("ringpoll: NewServer: nil Handler")
+		return nil, ErrNilHandler
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -85,12 +75,12 @@ func NewServer(h Handler, opts ...Option) (*Server, error) {
 func (s *Server) Serve(ln net.Listener) error {
 	l, ok := ln.(*Listener)
 	if !ok {
-		return fmt.Errorf("ringpoll: Serve needs a listener from ringpoll.Listen, not %T", ln)
+		return fmt.Errorf("%w: Serve needs a listener from ringpoll.Listen, not %T", ErrListenerMismatch, ln)
 	}
 	if s.cfg.engineSet {
 		want, _ := s.cfg.engine.resolve(s.cfg.logger)
 		if want != l.Engine() {
-			return fmt.Errorf("ringpoll: Serve: the Server wants engine %s but the listener runs %s", want, l.Engine())
+			return fmt.Errorf("%w: the Server wants engine %s but the listener runs %s", ErrListenerMismatch, want, l.Engine())
 		}
 	}
 	if !s.track(l) {

@@ -50,6 +50,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -112,10 +113,16 @@ var (
 	// ErrBufferFull is returned by Until when the input high-water mark of
 	// bytes holds no delimiter.
 	ErrBufferFull = errors.New("ringpoll: input high-water mark reached without the delimiter")
-	// ErrWriteClosed is returned by writes after CloseWrite.
-	ErrWriteClosed = errors.New("ringpoll: write after CloseWrite")
+	// ErrWriteClosed is returned by writes after CloseWrite. It matches
+	// syscall.EPIPE too, as such a write on a net.Conn fails with it.
+	ErrWriteClosed error = writeClosedError{}
 	// ErrWouldBlock is returned, on an FD with NoBlock set, by a read
 	// that needs more input than has arrived and by a CloseWrite that
 	// would wait for output to drain.
 	ErrWouldBlock = errors.New("ringpoll: the call would block the event loop; return from the handler and wait for more input")
 )
+
+type writeClosedError struct{}
+
+func (writeClosedError) Error() string        { return "ringpoll: write after CloseWrite" }
+func (writeClosedError) Is(target error) bool { return target == syscall.EPIPE }

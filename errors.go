@@ -1,0 +1,65 @@
+package ringpoll
+
+import (
+	"errors"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+// Every error a ringpoll call returns is one of these values, or one of
+// net.ErrClosed, os.ErrDeadlineExceeded and io.EOF as in package net, or
+// wraps one of them (test with errors.Is). Errors of I/O on a connection
+// or listener come in a *net.OpError, as net's do; a syscall's errno is in
+// an *os.SyscallError inside it.
+var (
+	// ErrServerClosed is returned by Serve after Shutdown, and by a
+	// Server's setup of a connection that arrives while it shuts down.
+	ErrServerClosed = errors.New("ringpoll: Server closed")
+
+	// ErrEngineUnavailable is wrapped by the error of Listen, Dial and
+	// NewServer when the engine asked for cannot run here; the error
+	// names the reason (see UringStatus).
+	ErrEngineUnavailable = errors.New("ringpoll: engine not available")
+
+	// ErrUnknownEngine is wrapped by ParseEngine's error for a name that is
+	// no engine's (and so by a bad RINGPOLL_ENGINE).
+	ErrUnknownEngine = errors.New("ringpoll: unknown engine")
+
+	// ErrInvalidOption is wrapped by the error of Listen, Dial and
+	// NewServer when an option is malformed; the error names the option
+	// and its valid range.
+	ErrInvalidOption = errors.New("ringpoll: invalid option")
+
+	// ErrNilHandler is returned by NewServer for a nil Handler.
+	ErrNilHandler = errors.New("ringpoll: NewServer: nil Handler")
+
+	// ErrListenerMismatch is wrapped by Serve's error for a listener it
+	// cannot serve: one not from Listen, or one on another engine than
+	// the Server's WithEngine.
+	ErrListenerMismatch = errors.New("ringpoll: the listener does not fit the Server")
+
+	// ErrNegativeCount is wrapped by the error of a Reader or Writer call
+	// given a negative length.
+	ErrNegativeCount = errors.New("ringpoll: negative count")
+
+	// ErrBufferFull is returned (in a *net.OpError) by Reader.Until when
+	// the input high-water mark of bytes holds no delimiter: a peer cannot
+	// make it buffer without bound.
+	ErrBufferFull = poll.ErrBufferFull
+
+	// ErrWriteClosed is returned (in a *net.OpError) by a write after
+	// CloseWrite. It matches syscall.EPIPE too, which is what a write
+	// after shutdown(SHUT_WR) returns on a net.Conn.
+	ErrWriteClosed = poll.ErrWriteClosed
+
+	// ErrWouldBlock is matched (errors.Is) by the error of a call that
+	// would have to wait, on a connection whose handler runs inline on the
+	// event loop (WithInlineHandler). A handler that returns it is called
+	// again when more input arrives.
+	ErrWouldBlock = poll.ErrWouldBlock
+
+	// ErrRawIO is returned by the Read and Write methods of the
+	// syscall.RawConn that Conn.SyscallConn returns: the engine owns the
+	// socket's I/O, so only Control is supported.
+	ErrRawIO = errors.New("ringpoll: RawConn Read and Write are not supported: the engine owns the socket's I/O")
+)
