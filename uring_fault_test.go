@@ -36,7 +36,6 @@ var ufProactors = []Engine{EngineUring, EngineUringHybrid, EngineUringSQPoll}
 // ufUringEngines are every io_uring engine.
 var ufUringEngines = []Engine{EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll}
 
-
 // ufStats sums the counters of every loop of the engine serving ln.
 func ufStats(ln *Listener) LoopStats {
 	var s LoopStats
