@@ -8,10 +8,10 @@ import (
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
-// TestEngineReleaseWhileStarting: dropping a reference to one engine, as a
-// loop does when it finalizes a connection, never waits for another engine
-// that is starting (ring setup may take long): release used to take the
-// lock that acquireEngine held across the start.
+// TestEngineReleaseWhileStarting: dropping a reference to one engine, as
+// happens when a connection is finalized (on a loop, maybe), never waits
+// for another engine that is starting: ring setup may take long, and
+// release must not share a lock with it.
 func TestEngineReleaseWhileStarting(t *testing.T) {
 	running, err := acquireEngine(engConfig(t, WithEngine(EngineEpoll), WithLoops(3)))
 	if err != nil {

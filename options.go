@@ -259,7 +259,7 @@ func WithSQPollCPU(cpu int) Option {
 // Under load the loop then wakes once per batch of n instead of once per
 // trickle of completions, which saves CPU per request; the price is up to
 // wait of latency when fewer than n arrive. n is from 2 to 4096, wait from
-// 1µs to 10ms; 16 and 50µs halved the loop's waits in docs/BENCHMARKS.md.
+// 1µs to 10ms; docs/BENCHMARKS.md measures 16 and 50µs.
 // Default: off, the loop wakes at the first completion. Epoll and
 // uring-sqpoll ignore it.
 func WithCompletionBatch(n int, wait time.Duration) Option {

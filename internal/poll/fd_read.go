@@ -248,7 +248,7 @@ func (fd *FD) Release() {
 }
 
 // The small accessors below unlock by hand rather than by defer: they run
-// several times per request, and the deferred call showed in profiles.
+// several times per request.
 
 // Len returns the number of input bytes readable without blocking.
 func (fd *FD) Len() int {

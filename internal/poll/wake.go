@@ -3,8 +3,8 @@ package poll
 import "sync/atomic"
 
 // The channels a connection's waiters block on are made only when somebody
-// first waits: an idle connection served by a handler never blocks, and at
-// about 100 bytes a channel, four made up front were a fifth of its memory
+// first waits: an idle connection served by a handler never blocks, and a
+// channel is a good part of an idle connection's memory
 // (docs/RELIABILITY.md, memory per idle connection).
 
 // token is a wake-up token: a channel of capacity one that a signal fills

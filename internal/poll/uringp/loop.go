@@ -109,9 +109,8 @@ func (l *loop) run(started chan<- error) {
 			// Readers and handlers this batch woke may be runnable on
 			// our P: let them run now and queue their replies, so the
 			// next enter submits those and collects new completions in
-			// one call. Without this, with GOMAXPROCS=1, the loop kept
-			// entering for each trickle of deferred completions while
-			// the handlers waited: 0.6 extra enters per request.
+			// one call, rather than entering once for each trickle of
+			// deferred completions while the handlers wait for a P.
 			//
 			// Inline handlers (poll.FD.NoBlock) ran in reap already:
 			// with only those, there is nobody to yield to, and a

@@ -12,10 +12,9 @@ import (
 // The uring-reactor mode (tRPC's Reactor model): a multishot POLL_ADD per
 // connection for input stands in for epoll, and the loop reads and sends
 // with plain syscalls, as the epoll engine does. Output that meets a full
-// socket waits on a one-shot POLL_ADD for POLLOUT: armed after the EAGAIN,
-// it checks the socket's state when armed, where a multishot poll armed
-// long before reports only wake-ups and was seen to miss the one that
-// mattered on AF_UNIX sockets.
+// socket, in every io_uring mode, waits on a multishot POLL_ADD for POLLOUT
+// armed after the EAGAIN (armPollOut): armed then, its first check sees
+// the socket's state, so no wake-up is missed.
 
 const hangup = unix.POLLRDHUP | unix.POLLHUP | unix.POLLERR
 

@@ -7,9 +7,8 @@ import "github.com/ringpoll/ringpoll/internal/uring"
 // Small sends are copied into a staging buffer outside the Go heap and go
 // out from there, instead of pinning the output queue's memory for the
 // kernel (runtime.Pinner). A pin and its unpin take the runtime's span
-// lock and cost more than copying a few KiB: in the 1 KiB echo they were
-// 2.4% of the server's CPU, the copy is a fraction of that. Larger sends
-// are pinned and go out without a copy.
+// lock and cost more than copying a few KiB (docs/BENCHMARKS.md). Larger
+// sends are pinned and go out without a copy.
 //
 // A buffer is held only while its send is in flight, and sends never wait
 // in the kernel (MSG_DONTWAIT), so a loop needs few: when all are taken, a

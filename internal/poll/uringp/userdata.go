@@ -14,7 +14,7 @@ const (
 	kindRecv                    // multishot recv
 	kindSend                    // SEND or SENDMSG
 	kindPoll                    // multishot POLL_ADD for input (reactor)
-	kindPollOut                 // one-shot POLL_ADD for output (reactor)
+	kindPollOut                 // multishot POLL_ADD for POLLOUT, after a send's EAGAIN
 	kindAccept                  // multishot accept; slot indexes acceptors, with a generation of its own
 	kindCancel                  // ASYNC_CANCEL; only failures post a CQE
 )
