@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/echo.sh: the out-of-process, pinned echo benchmark of
-# ../shared/docs/BASELINE.md. Run from the repository root:
+# bench/echo.sh: the out-of-process, pinned echo benchmark (the method of
+# docs/BENCHMARKS.md). Run from the repository root:
 #
 #   bash bench/echo.sh
 #   ENGINES="epoll uring uring-hybrid" REPEATS=5 bash bench/echo.sh
@@ -41,6 +41,10 @@
 #   BASE_PORT=17100      ports used are BASE_PORT+1, +2, ... on 127.0.0.1
 #   KEEP=0               1: keep the temporary directory (binaries, logs,
 #                        JSON per run)
+#   BASE_REV=            a git revision: ringecho is built at it too, and
+#                        each ENGINES entry also runs as base:ENTRY, in the
+#                        same rounds, so a change is measured side by side
+#                        with the code before it
 #
 # Bounded: every run takes WARMUP + DURATION plus about a second; ringload
 # is also wrapped in timeout(1), and a server that ignores SIGTERM for 10 s
@@ -63,6 +67,7 @@ SERVER_CPUS="${SERVER_CPUS:-0}"
 CLIENT_CPUS="${CLIENT_CPUS:-1}"
 BASE_PORT="${BASE_PORT:-17100}"
 KEEP="${KEEP:-0}"
+BASE_REV="${BASE_REV:-}"
 
 die() {
 	echo "echo.sh: $*" >&2
@@ -88,6 +93,7 @@ SERVERS=()
 [[ $STD == 1 ]] && SERVERS+=(std)
 for e in $ENGINES; do
 	SERVERS+=("$e")
+	[[ -n $BASE_REV ]] && SERVERS+=("base:$e")
 done
 [[ $C_URING == 1 ]] && SERVERS+=(c-liburing)
 ((${#SERVERS[@]} > 0)) || die "no servers to run"
@@ -116,6 +122,14 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 go build -o "$WORK/ringload" ./cmd/ringload || die "building cmd/ringload failed"
 go build -o "$WORK/ringecho" ./cmd/ringecho ||
 	die "building cmd/ringecho failed (it needs the root package; if someone is mid-edit, retry in a minute)"
+if [[ -n $BASE_REV ]]; then
+	git rev-parse --verify --quiet "$BASE_REV^{commit}" >/dev/null || die "BASE_REV=$BASE_REV: not a commit"
+	mkdir -p "$WORK/base"
+	git archive "$BASE_REV" | tar -x -C "$WORK/base"
+	(cd "$WORK/base" && go build -o "$WORK/ringecho-base" ./cmd/ringecho) ||
+		die "building cmd/ringecho at $BASE_REV failed"
+	echo "base:      ringecho at $(git rev-parse --short "$BASE_REV") runs as base:ENTRY"
+fi
 if [[ $C_URING == 1 ]]; then
 	cc -O2 -Wall -o "$WORK/uring_echo" bench/c/uring_echo.c -luring ||
 		die "building bench/c/uring_echo.c failed: it needs gcc and liburing-dev (apt-get install liburing-dev)"
@@ -170,6 +184,16 @@ server_label() {
 	esac
 }
 
+# ringecho_bin NAME: the ringecho binary of an ENGINES entry: base: ones
+# run the build of BASE_REV.
+ringecho_bin() {
+	if [[ $1 == base:* ]]; then
+		echo "$WORK/ringecho-base"
+	else
+		echo "$WORK/ringecho"
+	fi
+}
+
 # start_server NAME PORT LOG: starts the server pinned, sets SERVER_PID.
 start_server() {
 	local name=$1 port=$2 log=$3
@@ -180,9 +204,11 @@ start_server() {
 		cmd=("$WORK/uring_echo" "$port")
 	else
 		# ENGINE, or ENGINE/API, or ENGINE/API/EXTRAS (see ENGINES).
-		local engine api extras item
+		local engine api extras item bin
+		bin="$(ringecho_bin "$name")"
+		[[ $name == base:* ]] && name=${name#base:}
 		IFS=/ read -r engine api extras <<<"$name"
-		cmd=("$WORK/ringecho" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}")
+		cmd=("$bin" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}")
 		[[ -n $LOOPS ]] && cmd+=(-loops "$LOOPS")
 		IFS=, read -ra extras <<<"$extras"
 		for item in "${extras[@]}"; do
@@ -256,7 +282,7 @@ run_one() {
 	label="$(server_label "$name")"
 	next_port
 	port=$NEXT_PORT
-	tag="r${round}-${name//\//_}" # ENGINE/API/BATCH names hold slashes
+	tag="r${round}-${name//[\/:]/_}" # ENGINE/API/BATCH names hold slashes
 	json="$WORK/$tag.json"
 	errf="$WORK/$tag.err"
 	slog="$WORK/$tag.server.log"

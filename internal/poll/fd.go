@@ -178,3 +178,25 @@ func (fd *FD) checkIdle() {
 	}
 	fd.Close()
 }
+
+// ExpireIdle makes fd's idle timer fire now, as if it had been idle for
+// the whole idle timeout: tests use it to close by the idle timer at a
+// moment they choose, through the timer's own path. It does nothing on an
+// FD without an idle timeout.
+func (fd *FD) ExpireIdle() {
+	t := fd.idleTimer.Load()
+	if t == nil {
+		return
+	}
+	fd.lastActive.Store(-int64(fd.cfg.IdleTimeout))
+	t.Reset(0)
+}
+
+// IdleFor returns how long fd has had no input or output, as its idle
+// timer sees it (0 on an FD without an idle timeout).
+func (fd *FD) IdleFor() time.Duration {
+	if fd.cfg.IdleTimeout <= 0 {
+		return 0
+	}
+	return time.Since(clock) - time.Duration(fd.lastActive.Load())
+}
