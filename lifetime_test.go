@@ -57,8 +57,12 @@ var ltClosers = []ltCloser{
 			t.Errorf("Shutdown with a running handler returned %v, want context.Canceled", err)
 		}
 	}},
-	{name: "idle-timeout", opts: []Option{WithIdleTimeout(20 * time.Millisecond)},
-		close: func(*testing.T, *Conn, *Server) {}},
+	{name: "idle-timeout", opts: []Option{WithIdleTimeout(time.Hour)},
+		close: func(_ *testing.T, c *Conn, _ *Server) {
+			// The idle timer fires now, through its own path: a short
+			// timeout could fire before the reader holds its slice.
+			c.fd.ExpireIdle()
+		}},
 	{name: "drain-timeout", opts: []Option{WithDrainTimeout(20 * time.Millisecond), WithOutputHighWater(32 << 20)},
 		close: func(t *testing.T, c *Conn, _ *Server) {
 			// 16 MiB the peer does not read: the drain stalls until its
@@ -281,6 +285,7 @@ func TestLifetimeCloseRacesReader(t *testing.T) {
 							bad.CompareAndSwap(nil, fmt.Errorf("check %d of a slice of %q bytes found %q at %d", round, letter, b[i], i))
 						}
 						checked.Add(1)
+						announce(c) // closed only after a first check
 						runtime.Gosched()
 					}
 					return r.Release()
@@ -297,7 +302,6 @@ func TestLifetimeCloseRacesReader(t *testing.T) {
 					tsServeHandler(t, ln, func(ctx context.Context, c *Conn) error {
 						letter, err := first(c)
 						if err == nil {
-							announce(c)
 							err = read(c, letter)
 						}
 						return err
@@ -305,7 +309,6 @@ func TestLifetimeCloseRacesReader(t *testing.T) {
 				default:
 					tsServeConns(t, ln, func(c *Conn) {
 						letter, err := first(c)
-						announce(c)
 						for err == nil {
 							err = read(c, letter)
 						}
