@@ -4,6 +4,8 @@ package main
 
 import (
 	"bytes"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,10 +57,11 @@ func TestProgress(t *testing.T) {
 	// A terminal: one status line rewritten in place, runs that went
 	// wrong kept above it, and a last line when done.
 	var tty lockedBuffer
+	began := time.Now()
 	p = newProgress(&tty, true, 2, 2, time.Second)
 	p.start(1, cell)
 	// The ticker redraws the status line.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(tty.String(), "[0/2] "); {
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(tty.String(), "[0/2] "); {
 		if time.Now().After(deadline) {
 			t.Fatalf("no status line drawn: %q", tty.String())
 		}
@@ -67,9 +70,24 @@ func TestProgress(t *testing.T) {
 	p.done(ok)
 	p.done(failed)
 	p.finish()
+	spent := time.Since(began)
 	out := tty.String()
+	// Before any run finished, the estimate is the runs' expected length
+	// (2 x 1 s); the time elapsed is whatever the clock said, between 0
+	// and the test's own time (usually 0:00).
+	before := regexp.MustCompile(`\r\033\[K\[0/2\] (\d+):(\d\d) elapsed, ~0:02 left · repeat 1: uring, echo-pingpong-1024B-max, 100 conns`)
+	lines := before.FindAllStringSubmatch(out, -1)
+	if len(lines) == 0 {
+		t.Errorf("terminal progress lacks the status line before the first run ended:\n%q", out)
+	}
+	for _, m := range lines {
+		mins, _ := strconv.Atoi(m[1])
+		secs, _ := strconv.Atoi(m[2])
+		if el := time.Duration(60*mins+secs) * time.Second; el > spent.Round(time.Second) {
+			t.Errorf("status line says %d:%s elapsed, more than the %v spent:\n%q", mins, m[2], spent, out)
+		}
+	}
 	for _, want := range []string{
-		"\r\033[K[0/2] 0:00 elapsed, ~0:02 left · repeat 1: uring, echo-pingpong-1024B-max, 100 conns",
 		"\r\033[Krepeat 2: uring, echo-pingpong-1024B-max, 100 conns: failed: server did not start: boom\n",
 		"\r\033[Krepeat 1: uring, echo-pingpong-1024B-max, 100 conns: 1000 req/s, p99 250 µs, 8.50 µs CPU/req, 2 VERIFY ERRORS\n",
 		"[2/2] ",

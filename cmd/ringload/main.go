@@ -125,6 +125,14 @@ type config struct {
 	perf        string        // perf binary; "" looks it up in PATH
 	serverStats string        // ringecho's -stats-file; "": none
 	slowloris   int           // extra connections dribbling a byte every 1-2 s, not measured
+	// slowlorisFirst spreads the slowloris connections' first bytes over
+	// that long (the command line: 2 s). 0, for tests: each sends its
+	// first byte at once and the load starts after every echo came back
+	// (or the connection failed).
+	slowlorisFirst time.Duration
+	// statsWait bounds the wait for each -server-stats dump (0:
+	// defaultStatsWait).
+	statsWait time.Duration
 }
 
 // headerLen is the connection id and sequence number at the start of every
@@ -203,6 +211,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		serverStats: *serverStats,
 		slowloris:   *slowloris,
 		dialTimeout: 5 * time.Second,
+
+		slowlorisFirst: 2 * time.Second,
 	}
 	if err := cfg.check(); err != nil {
 		fmt.Fprintln(stderr, "ringload:", err)
@@ -709,12 +719,15 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	var loopBefore benchfmt.LoopTotals
 	var loopErr error
 	if cfg.serverStats != "" {
-		loopBefore, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, 0)
+		loopBefore, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, 0, cfg.statsWait)
 	}
 	selfBefore, selfBeforeErr := sampleProc(os.Getpid())
 	statBefore, statBeforeErr := readCPUStat()
-	sh.phase.Store(phaseMeasure)
+	// The window's clock starts before requests count and stops after
+	// they stopped counting, so a stall here can only lengthen the window
+	// over the requests counted, never count requests outside it.
 	t0 := time.Now()
+	sh.phase.Store(phaseMeasure)
 	completed := sleep(cfg.duration)
 	var after procSample
 	var afterErr error
@@ -723,12 +736,12 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	}
 	selfAfter, selfAfterErr := sampleProc(os.Getpid())
 	statAfter, statAfterErr := readCPUStat()
+	sh.phase.Store(phaseTail)
 	window := time.Since(t0)
 	var loopAfter benchfmt.LoopTotals
 	if cfg.serverStats != "" && loopErr == nil {
-		loopAfter, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq)
+		loopAfter, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq, cfg.statsWait)
 	}
-	sh.phase.Store(phaseTail)
 	var pr perfResult
 	if perfc != nil {
 		if !completed {
@@ -948,17 +961,24 @@ func (s procSample) since(b procSample) (cpuNS, ctxsw int64, gone int) {
 	return cpuNS, ctxsw, gone
 }
 
+// defaultStatsWait is how long readLoopTotals waits for the server's dump
+// unless the config says otherwise.
+const defaultStatsWait = 2 * time.Second
+
 // readLoopTotals asks the server for its counters (SIGUSR1) and waits, at
-// most 2 s, for a dump in path newer than afterSeq and than the one there
-// before the signal (left by an earlier run).
-func readLoopTotals(pid int, path string, afterSeq uint64) (benchfmt.LoopTotals, error) {
+// most wait (0: defaultStatsWait), for a dump in path newer than afterSeq
+// and than the one there before the signal (left by an earlier run).
+func readLoopTotals(pid int, path string, afterSeq uint64, wait time.Duration) (benchfmt.LoopTotals, error) {
 	if old, err := benchfmt.ReadLoopTotals(path); err == nil {
 		afterSeq = max(afterSeq, old.Seq)
 	}
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		return benchfmt.LoopTotals{}, fmt.Errorf("signalling server %d: %w", pid, err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	if wait <= 0 {
+		wait = defaultStatsWait
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		t, err := benchfmt.ReadLoopTotals(path)
 		if err == nil && t.Seq > afterSeq {

@@ -23,13 +23,18 @@ type slowloris struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	list     []net.Conn
+	// firstDue spreads the first bytes (config.slowlorisFirst); first is
+	// done when every connection has had its first byte echoed, or failed.
+	firstDue time.Duration
+	first    sync.WaitGroup
 }
 
 // startSlowloris connects cfg.slowloris connections (64 dials at a time)
 // and starts their dribbling. Failed dials count as errors; none at all
-// connecting is an error.
+// connecting is an error. With cfg.slowlorisFirst 0 it returns once every
+// connection's first byte was echoed (or the connection failed).
 func startSlowloris(ctx context.Context, cfg config) (*slowloris, error) {
-	s := &slowloris{done: make(chan struct{})}
+	s := &slowloris{done: make(chan struct{}), firstDue: cfg.slowlorisFirst}
 	if cfg.slowloris == 0 {
 		return s, nil
 	}
@@ -59,7 +64,11 @@ func startSlowloris(ctx context.Context, cfg config) (*slowloris, error) {
 	}
 	for i, c := range s.list {
 		s.wg.Add(1)
+		s.first.Add(1)
 		go s.dribble(c, uint64(i))
+	}
+	if s.firstDue == 0 {
+		s.first.Wait()
 	}
 	return s, nil
 }
@@ -71,11 +80,23 @@ func (s *slowloris) fail(err error) {
 }
 
 // dribble sends one byte every 1-2 s (random, so the crowd does not move in
-// step) and reads its echo, until stop.
+// step; the first within firstDue) and reads its echo, until stop.
 func (s *slowloris) dribble(c net.Conn, id uint64) {
 	defer s.wg.Done()
+	firstDone := false
+	noteFirst := func() {
+		if !firstDone {
+			firstDone = true
+			s.first.Done()
+		}
+	}
+	defer noteFirst()
 	r := rand.New(rand.NewPCG(id, 0x51))
-	t := time.NewTimer(time.Duration(r.Int64N(int64(2 * time.Second))))
+	var due time.Duration
+	if s.firstDue > 0 {
+		due = time.Duration(r.Int64N(int64(s.firstDue)))
+	}
+	t := time.NewTimer(due)
 	defer t.Stop()
 	b := []byte{0}
 	for i := uint64(0); ; i++ {
@@ -100,6 +121,7 @@ func (s *slowloris) dribble(c net.Conn, id uint64) {
 			return
 		}
 		s.bytes.Add(1)
+		noteFirst()
 		t.Reset(time.Second + time.Duration(r.Int64N(int64(time.Second))))
 	}
 }

@@ -27,8 +27,13 @@ import (
 //
 // A conn-API echo server (Read, Write back) with 256 KiB high-water marks;
 // each client writes 512 KiB while reading 8 KiB of the echo, then closes
-// with the rest unread, so the kernel sends a RST. The server's Read must
-// then fail (EOF or reset) within 2 s, for 300 clients on every engine.
+// with the rest unread, so the kernel sends a RST. The server's reader
+// starts only once its input reached the high-water mark (Reader.Peek of
+// that many bytes), so every connection's input is paused and then
+// resumed, however fast either side runs. The server's Read must then fail
+// (EOF or reset), for 300 clients on every engine. The bug is a hang for
+// good, so a reader still blocked after hangBound counts as hung: the bound
+// only has to outlast a slow or loaded machine.
 func TestReproLostReset(t *testing.T) {
 	engines := []ringpoll.Engine{ringpoll.EngineEpoll, ringpoll.EngineUring, ringpoll.EngineUringHybrid,
 		ringpoll.EngineUringReactor, ringpoll.EngineUringSQPoll}
@@ -46,9 +51,14 @@ func TestReproLostReset(t *testing.T) {
 	}
 }
 
+// hangBound is how long a server reader may take to see its client's reset
+// before it counts as hung, and bounds the clients' own I/O.
+const hangBound = 20 * time.Second
+
 // reproLostReset runs up to iters clients one after another against a
 // conn-API echo server on engine e and describes the first server
-// connection still reading 2 s after its client reset it, or returns "".
+// connection still reading hangBound after its client reset it, or returns
+// "".
 func reproLostReset(t *testing.T, e ringpoll.Engine, iters int) string {
 	const (
 		highWater = 256 << 10
@@ -83,6 +93,12 @@ func reproLostReset(t *testing.T, e ringpoll.Engine, iters int) string {
 			wg.Go(func() {
 				defer close(s.done)
 				defer c.Close()
+				// Read nothing until the input holds highWater bytes:
+				// the loop has paused it then (Peek consumes nothing, and
+				// asks for no more than the mark), and the reads below
+				// resume it. An error (the client gave up) is Read's to
+				// report.
+				c.Reader().Peek(highWater)
 				buf := make([]byte, 32<<10)
 				for {
 					n, err := c.Read(buf)
@@ -113,7 +129,7 @@ func reproLostReset(t *testing.T, e ringpoll.Engine, iters int) string {
 
 	msg := make([]byte, 64<<10)
 	for i := range iters {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), hangBound)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,38 +138,33 @@ func reproLostReset(t *testing.T, e ringpoll.Engine, iters int) string {
 		go func() {
 			defer close(written)
 			for sent := 0; sent < total; sent += len(msg) {
-				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				c.SetWriteDeadline(time.Now().Add(hangBound))
 				if _, err := c.Write(msg); err != nil {
 					return
 				}
 			}
 		}()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(hangBound))
 		if _, err := io.ReadFull(c, make([]byte, readBack)); err != nil {
 			t.Fatalf("client %d: reading the echo: %v", i, err)
 		}
 		<-written
 		c.Close() // unread echo in the receive queue: a RST
-		var s *served
-		for range 500 {
-			mu.Lock()
-			s = byPort[port]
-			mu.Unlock()
-			if s != nil {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		// The echo came from the server's reader, which starts only
+		// after its connection is in byPort.
+		mu.Lock()
+		s := byPort[port]
+		mu.Unlock()
 		if s == nil {
-			t.Fatalf("client %d: the server never accepted it", i)
+			t.Fatalf("client %d: echoed by a connection the server did not register", i)
 		}
 		select {
 		case <-s.done:
-		case <-time.After(2 * time.Second):
+		case <-time.After(hangBound):
 			mu.Lock()
 			defer mu.Unlock()
-			return fmt.Sprintf("client %d of %d wrote %d bytes, read %d and closed (RST); 2 s later the server's Read "+
-				"has still not returned (it read %d bytes); stats: %v", i+1, iters, total, readBack, s.read, ln.Stats())
+			return fmt.Sprintf("client %d of %d wrote %d bytes, read %d and closed (RST); %v later the server's Read "+
+				"has still not returned (it read %d bytes); stats: %v", i+1, iters, total, readBack, hangBound, s.read, ln.Stats())
 		}
 	}
 	return ""

@@ -10,7 +10,7 @@ import (
 
 // testTimeout bounds every blocking wait in these tests so that a bug shows
 // up as a failure instead of a hung test binary.
-const testTimeout = 10 * time.Second
+const testTimeout = 20 * time.Second
 
 // waitDone fails the test if ch is not closed (or sent on) within testTimeout.
 func waitDone(t *testing.T, ch <-chan struct{}, what string) {
@@ -73,7 +73,9 @@ func TestAllTasksRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := New(time.Second)
+			// Long idle: the Workers() check below must not race a
+			// worker's idle exit, however long the test stalls.
+			p := New(time.Hour)
 			var ran atomic.Int64
 			var tasks sync.WaitGroup
 			tasks.Add(tt.submitters * tt.perSubmit)
@@ -111,7 +113,7 @@ func TestAllTasksRun(t *testing.T) {
 // from outside, so the test waits for it the only race-free way: by retrying
 // the non-blocking hand-off that Go itself uses (tryGo) until it succeeds.
 func TestWorkerReused(t *testing.T) {
-	p := New(time.Minute) // long idle: the worker must not time out mid-test
+	p := New(time.Hour) // long idle: the worker must not time out mid-test
 	const n = 50
 	var workersSeen atomic.Int64 // max Workers() observed inside a task
 	task := func(done chan struct{}) func() {

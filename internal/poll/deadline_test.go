@@ -99,15 +99,21 @@ func TestDeadlineLazy(t *testing.T) {
 	if d.expired() || d.cancel != nil {
 		t.Fatal("clearing an expired deadline did not clear it")
 	}
-	d.set(time.Now().Add(20 * time.Millisecond))
+	// An hour away, it cannot have expired however slowly the test runs;
+	// moved close, the same channel closes when it passes.
+	d.set(time.Now().Add(time.Hour))
 	c := d.wait()
 	if c == nil || c == expiredChan || d.expired() {
 		t.Fatal("a future deadline has no channel of its own, or has expired")
 	}
+	d.set(time.Now().Add(20 * time.Millisecond))
 	select {
 	case <-c:
-	case <-time.After(5 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("the deadline never fired")
+	}
+	if !d.expired() {
+		t.Fatal("expired() = false after the channel closed")
 	}
 	d.set(time.Now().Add(-time.Second))
 	if !d.expired() || !isClosedChan(expiredChan) {

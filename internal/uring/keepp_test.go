@@ -17,6 +17,11 @@ import (
 // runtime's preemption signal ends the wait with EINTR rather than
 // restarting it. Were the wait restarted, each runtime.GC below would hang
 // until the wait's timeout, which the waiter would count.
+//
+// A collection ends a wait with EINTR only if it finds the waiter inside
+// the syscall (not between two waits), so the test goes on collecting
+// until one wait has ended that way, for up to gcBound: a waiter that never
+// sees the signal fails it, a slow machine only takes more collections.
 func TestKeepPWaitLetsTheWorldStop(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // a P for us beside the waiter's
 	// No SINGLE_ISSUER: the test goroutine submits the wake-up.
@@ -58,7 +63,11 @@ func TestKeepPWaitLetsTheWorldStop(t *testing.T) {
 	for waits.Load() == 0 {
 		runtime.Gosched()
 	}
-	for range 20 {
+	// At least 20 collections, and more until one found the waiter in
+	// its syscall.
+	const minGCs, gcBound = 20, 20 * time.Second
+	gcs := 0
+	for deadline := time.Now().Add(gcBound); (gcs < minGCs || eintr.Load() == 0) && etime.Load() == 0 && time.Now().Before(deadline); gcs++ {
 		runtime.GC()
 	}
 	// Wake the waiter with a NOP completion.
@@ -75,7 +84,8 @@ func TestKeepPWaitLetsTheWorldStop(t *testing.T) {
 		t.Fatalf("%d waits ran into their %v timeout: a stop-the-world waited for them", n, timeout)
 	}
 	if eintr.Load() == 0 {
-		t.Fatalf("no wait ended with EINTR in %d waits and 20 garbage collections: the preemption signal did not reach the waiter", waits.Load())
+		t.Fatalf("no wait ended with EINTR in %d waits and %d garbage collections over %v: the preemption signal did not reach the waiter",
+			waits.Load(), gcs, gcBound)
 	}
-	t.Logf("%d waits, %d ended by a signal", waits.Load(), eintr.Load())
+	t.Logf("%d waits, %d ended by a signal, %d garbage collections", waits.Load(), eintr.Load(), gcs)
 }
