@@ -47,11 +47,21 @@
 // high-water mark (writers block above it), so no peer can make a server
 // buffer without bound. See WithInputHighWater and WithOutputHighWater.
 //
+// # Slices and Close
+//
+// A slice the Reader hands out stays valid until Release (or, in a
+// handler, until the handler returns), and it never shows another
+// connection's bytes, even if its connection is closed meanwhile by
+// another goroutine, Server.Shutdown or a timeout: memory a reader can
+// still see is never reused. Close ends the socket for the peer at once;
+// only recycling the memory waits.
+//
 // # Errors
 //
 // Errors are those of net: *net.OpError wrapping an *os.SyscallError, or
 // net.ErrClosed after Close, or os.ErrDeadlineExceeded after a deadline;
-// io.EOF as is.
+// io.EOF as is. The package's own errors (errors.go) are exported values,
+// or wrap one, for errors.Is.
 //
 // docs/ARCHITECTURE.md in the repository describes the loops and the
 // contract every engine implements.
