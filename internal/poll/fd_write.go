@@ -155,6 +155,11 @@ func (fd *FD) write(src source) (int, error) {
 			if err == errAgain {
 				direct = false // queue the rest for the loop
 			} else if err != nil {
+				if fd.Closing() {
+					// Close shut the socket under this send (EPIPE): the
+					// write failed because of Close, as net reports it.
+					return total, ErrClosed
+				}
 				fd.setOutErr(err)
 				return total, err
 			}
