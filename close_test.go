@@ -111,10 +111,10 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 						peer.Write([]byte("x"))
 						var rerr error
 						if srv != nil {
-							peer.SetReadDeadline(time.Now().Add(time.Second))
+							peer.SetReadDeadline(time.Now().Add(tsTimeout))
 							_, rerr = io.ReadFull(peer, make([]byte, 1))
 						} else {
-							c.SetReadDeadline(time.Now().Add(time.Second))
+							c.SetReadDeadline(time.Now().Add(tsTimeout))
 							_, rerr = c.Read(make([]byte, 1))
 						}
 						c.Close()
@@ -571,19 +571,23 @@ func TestDeadlines(t *testing.T) {
 	}
 	type scenario struct {
 		name string
-		run  func(t *testing.T, c *Conn, peer net.Conn, d dir)
+		// run gets its connection and peer from pair, which makes a new
+		// pair on every call.
+		run func(t *testing.T, pair func() (*Conn, net.Conn), d dir)
 	}
 	scenarios := []scenario{
-		{"past", func(t *testing.T, c *Conn, peer net.Conn, d dir) {
+		{"past", func(t *testing.T, pair func() (*Conn, net.Conn), d dir) {
+			// The op would block for good (no input; a peer that does not
+			// read): it must fail at once, not wait for anything. tsRecv
+			// bounds that generously (tsTimeout), to tell a hang only.
+			c, _ := pair()
 			d.set(c, time.Now().Add(-time.Second))
-			start := time.Now()
-			err := d.op(c)
-			if el := time.Since(start); el > 2*time.Second {
-				t.Errorf("%s with a past deadline took %v", d.name, el)
-			}
-			tsCheckDeadlineErr(t, d.name+" with a past deadline", err)
+			done := make(chan error, 1)
+			go func() { done <- d.op(c) }()
+			tsCheckDeadlineErr(t, d.name+" with a past deadline", tsRecv(t, done, d.name+" with a past deadline to return"))
 		}},
-		{"fires", func(t *testing.T, c *Conn, peer net.Conn, d dir) {
+		{"fires", func(t *testing.T, pair func() (*Conn, net.Conn), d dir) {
+			c, _ := pair()
 			const wait = 100 * time.Millisecond
 			start := time.Now()
 			d.set(c, start.Add(wait))
@@ -595,7 +599,8 @@ func TestDeadlines(t *testing.T) {
 			}
 			tsCheckDeadlineErr(t, d.name+" past its deadline", err)
 		}},
-		{"moved-earlier", func(t *testing.T, c *Conn, peer net.Conn, d dir) {
+		{"moved-earlier", func(t *testing.T, pair func() (*Conn, net.Conn), d dir) {
+			c, _ := pair()
 			d.set(c, time.Now().Add(time.Hour))
 			done := make(chan error, 1)
 			go func() { done <- d.op(c) }()
@@ -603,20 +608,45 @@ func TestDeadlines(t *testing.T) {
 			d.set(c, time.Now().Add(20*time.Millisecond))
 			tsCheckDeadlineErr(t, d.name+" after the deadline moved earlier", tsRecv(t, done, d.name+" to time out"))
 		}},
-		{"moved-to-past", func(t *testing.T, c *Conn, peer net.Conn, d dir) {
+		{"moved-to-past", func(t *testing.T, pair func() (*Conn, net.Conn), d dir) {
+			c, _ := pair()
 			done := make(chan error, 1)
 			go func() { done <- d.op(c) }()
 			tsWaitBlocked(t, d.frame, tsTestFrame(t))
 			d.set(c, time.Now().Add(-time.Second))
 			tsCheckDeadlineErr(t, d.name+" after a past deadline was set", tsRecv(t, done, d.name+" to time out"))
 		}},
-		{"moved-later", func(t *testing.T, c *Conn, peer net.Conn, d dir) {
-			first := time.Now().Add(500 * time.Millisecond)
-			d.set(c, first)
-			done := make(chan error, 1)
-			go func() { done <- d.op(c) }()
-			tsWaitBlocked(t, d.frame, tsTestFrame(t))
-			d.set(c, time.Now().Add(time.Hour))
+		{"moved-later", func(t *testing.T, pair func() (*Conn, net.Conn), d dir) {
+			// The op must block past its first deadline once that was
+			// moved an hour later. The move must be done before the first
+			// deadline: if this goroutine was too slow for that (a loaded
+			// machine), the op may have timed out rightly and the run
+			// proves nothing, so it runs again, on a new pair, with a
+			// first deadline twice as far.
+			var (
+				c     *Conn
+				peer  net.Conn
+				first time.Time
+				done  chan error
+			)
+			for margin := 500 * time.Millisecond; ; margin *= 2 {
+				c, peer = pair()
+				first = time.Now().Add(margin)
+				d.set(c, first)
+				done = make(chan error, 1)
+				go func(c *Conn, done chan<- error) { done <- d.op(c) }(c, done)
+				tsWaitBlocked(t, d.frame, tsTestFrame(t))
+				d.set(c, time.Now().Add(time.Hour))
+				if time.Now().Before(first) {
+					break // moved in time: the timer of first cannot fire
+				}
+				if margin >= 8*time.Second {
+					t.Fatalf("moving the deadline took past the first deadline in every run, up to %v", margin)
+				}
+				t.Logf("moving the deadline took past the first deadline, %v away; again with %v", margin, 2*margin)
+				d.set(c, time.Now().Add(-time.Second)) // end the op, whatever it did
+				tsRecv(t, done, d.name+" to end")
+			}
 			select {
 			case err := <-done:
 				t.Fatalf("%s returned %v although its deadline was moved an hour later", d.name, err)
@@ -629,7 +659,8 @@ func TestDeadlines(t *testing.T) {
 				t.Errorf("%s after the deadline moved later: %v", d.name, err)
 			}
 		}},
-		{"cleared", func(t *testing.T, c *Conn, peer net.Conn, d dir) {
+		{"cleared", func(t *testing.T, pair func() (*Conn, net.Conn), d dir) {
+			c, peer := pair()
 			d.set(c, time.Now().Add(-time.Second))
 			tsCheckDeadlineErr(t, d.name+" with a past deadline", d.op(c))
 			d.set(c, time.Time{})
@@ -651,9 +682,11 @@ func TestDeadlines(t *testing.T) {
 			for _, d := range dirs {
 				for _, s := range scenarios {
 					t.Run(string(side)+"/"+d.name+"/"+s.name, func(t *testing.T) {
-						c, peer := tsPair(t, e, "tcp", side, WithOutputHighWater(4096), WithDrainTimeout(10*time.Millisecond))
-						peer.SetDeadline(time.Now().Add(tsTimeout))
-						s.run(t, c, peer, d)
+						s.run(t, func() (*Conn, net.Conn) {
+							c, peer := tsPair(t, e, "tcp", side, WithOutputHighWater(4096), WithDrainTimeout(10*time.Millisecond))
+							peer.SetDeadline(time.Now().Add(tsTimeout))
+							return c, peer
+						}, d)
 					})
 				}
 			}

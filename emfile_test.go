@@ -3,12 +3,15 @@
 package ringpoll
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestAcceptStormEMFILE: with every descriptor RLIMIT_NOFILE allows in
@@ -20,6 +23,10 @@ import (
 // is filled (connect needs no new descriptor), and the table is filled
 // with /dev/null until open fails; closing those frees the descriptors.
 func TestAcceptStormEMFILE(t *testing.T) {
+	// An engine of an earlier subtest lingering would close its
+	// descriptors in the middle of the storm, letting clients in: stop
+	// engines as soon as they are unused, before any baseline is taken.
+	defer engineLinger.Store(engineLinger.Swap(0))
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		const existing, storm = 4, 64
 		var old syscall.Rlimit
@@ -36,7 +43,9 @@ func TestAcceptStormEMFILE(t *testing.T) {
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
 			t.Skipf("lowering RLIMIT_NOFILE: %v", err)
 		}
-		srv, ln, _ := tsStartServer(t, e, tsEchoHandler, WithEngine(e))
+		var emfileLogged atomic.Int64
+		srv, ln, _ := tsStartServer(t, e, tsEchoHandler, WithEngine(e),
+			WithLogger(slog.New(emfileLog{&emfileLogged})))
 		addr := ln.Addr().(*net.TCPAddr)
 		var served []net.Conn
 		for range existing {
@@ -91,12 +100,11 @@ func TestAcceptStormEMFILE(t *testing.T) {
 				t.Fatalf("storm client %d: connect: %v", i, err)
 			}
 		}
-		// The storm waits in the backlog; the Server keeps failing to
-		// accept it. (There is no descriptor left to watch the backlog
-		// through /proc, so the test gives the accepts 200 ms to fail
-		// rather than wait for an event.) Meanwhile the existing
-		// connections are served.
-		time.Sleep(200 * time.Millisecond)
+		// The storm waits in the backlog (each connect returned once its
+		// connection was in the accept queue); the Server keeps trying to
+		// accept it and failing. Wait for evidence of that, then check
+		// that the existing connections are served meanwhile.
+		tsAcceptsFail(t, e, ln, &emfileLogged)
 		for i, c := range served {
 			if err := tsEchoOnce(c, fmt.Sprintf("still here %d", i)); err != nil {
 				t.Errorf("existing connection %d while accepts fail with EMFILE: %v", i, err)
@@ -136,6 +144,52 @@ func TestAcceptStormEMFILE(t *testing.T) {
 		}
 	})
 }
+
+// tsAcceptsFail waits until ln's accepts were seen to fail (with no
+// descriptor free) and to be tried again. On epoll, Serve calls accept4 and
+// logs each EMFILE before it backs off: wait for two such logs. On io_uring,
+// the loop's multishot accept ends with an EMFILE completion and the loop
+// arms it again (a submission) after a pause: with the existing connections
+// idle, nothing else runs on the loops, so wait for two of each from now on.
+func tsAcceptsFail(t *testing.T, e Engine, ln *Listener, logged *atomic.Int64) {
+	t.Helper()
+	if e == EngineEpoll {
+		tsEventually(t, "Serve to log two accepts failing with EMFILE", func() bool { return logged.Load() >= 2 })
+		return
+	}
+	counts := func() (sqes, cqes uint64) {
+		for _, s := range ln.Stats() {
+			sqes += s.SQEs
+			cqes += s.CQEs
+		}
+		return sqes, cqes
+	}
+	sqes0, cqes0 := counts()
+	tsEventually(t, "the loop to fail and re-arm the accept twice", func() bool {
+		sqes, cqes := counts()
+		return sqes-sqes0 >= 2 && cqes-cqes0 >= 2
+	})
+}
+
+// emfileLog is a slog.Handler that counts the records carrying an error
+// that wraps EMFILE.
+type emfileLog struct{ n *atomic.Int64 }
+
+func (h emfileLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h emfileLog) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, syscall.EMFILE) {
+			h.n.Add(1)
+			return false
+		}
+		return true
+	})
+	return nil
+}
+
+func (h emfileLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h emfileLog) WithGroup(string) slog.Handler      { return h }
 
 // ignoringEINTR retries a raw socket syscall that a signal interrupted. The
 // storm clients' sockets have SO_RCVTIMEO and SO_SNDTIMEO, and a blocked call

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -872,6 +873,11 @@ func tsReadRecords(r io.Reader, writers, records int) error {
 // Server style, by Shutdown with an expired context. Every blocked call must
 // return (net.ErrClosed on the closed side; EOF, ECONNRESET or EPIPE on the
 // other), with no panic, race or leak.
+//
+// The client closes once its writer sent 1 MiB and its reader got echo
+// back (counts that only grow, so no moment is missed), while both pumps
+// still run: a Write that Close catches inside its send must fail with
+// net.ErrClosed too.
 func TestStressCloseMidStream(t *testing.T) {
 	const rounds, conns = 5, 4
 	forEachEngine(t, func(t *testing.T, e Engine) {
@@ -882,16 +888,17 @@ func TestStressCloseMidStream(t *testing.T) {
 				for round := range rounds {
 					errs := make(chan error, 2*conns)
 					var cs []*Conn
-					for range conns {
+					wrote := make([]atomic.Int64, conns) // bytes each connection's pumps moved
+					read := make([]atomic.Int64, conns)
+					for i := range conns {
 						c := tsDialRing(t, e, "tcp", ln.Addr().String(), WithOutputHighWater(256<<10))
 						c.SetDeadline(time.Now().Add(tsTimeout))
 						cs = append(cs, c)
-						go func() { errs <- tsPump(c, true) }()
-						go func() { errs <- tsPump(c, false) }()
+						go func() { errs <- tsPump(c, true, &wrote[i]) }()
+						go func() { errs <- tsPump(c, false, &read[i]) }()
 					}
-					// Close once traffic flows both ways.
-					for _, c := range cs {
-						tsEventually(t, "echo traffic", func() bool { return c.Reader().Len() > 0 || c.fd.OutputQueued() > 0 })
+					for i, c := range cs {
+						tsEventually(t, "echo traffic", func() bool { return wrote[i].Load() >= 1<<20 && read[i].Load() > 0 })
 						c.Close()
 					}
 					for range 2 * conns {
@@ -914,8 +921,8 @@ func TestStressCloseMidStream(t *testing.T) {
 			for range conns {
 				c := tsDialStd(t, "tcp", ln.Addr().String())
 				c.SetDeadline(time.Now().Add(tsTimeout))
-				go func() { errs <- tsPump(c, true) }()
-				go func() { errs <- tsPump(c, false) }()
+				go func() { errs <- tsPump(c, true, nil) }()
+				go func() { errs <- tsPump(c, false, nil) }()
 			}
 			tsEventually(t, "handlers to run", func() bool { return srv.pool.Workers() >= 1 })
 			ctx, cancel := context.WithCancel(context.Background())
@@ -936,15 +943,20 @@ func TestStressCloseMidStream(t *testing.T) {
 	})
 }
 
-// tsPump writes (write set) or reads c until an error, and returns it.
-func tsPump(c net.Conn, write bool) error {
+// tsPump writes (write set) or reads c until an error, and returns it. It
+// adds the bytes it moves to moved, if not nil.
+func tsPump(c net.Conn, write bool, moved *atomic.Int64) error {
 	b := make([]byte, 32<<10)
 	for range 1 << 20 {
+		var n int
 		var err error
 		if write {
-			_, err = c.Write(tsBig[:len(b)])
+			n, err = c.Write(tsBig[:len(b)])
 		} else {
-			_, err = c.Read(b)
+			n, err = c.Read(b)
+		}
+		if moved != nil {
+			moved.Add(int64(n))
 		}
 		if err != nil {
 			return err
