@@ -298,7 +298,7 @@ run_one() {
 	fi
 	local comm
 	comm="$(cat "/proc/$SERVER_PID/comm" 2>/dev/null || true)"
-	[[ $comm == ringload || $comm == ringecho || $comm == uring_echo ]] ||
+	[[ $comm == ringload || $comm == ringecho || $comm == ringecho-base || $comm == uring_echo ]] ||
 		echo "echo.sh: warning: PID $SERVER_PID is '$comm', not the server" >&2
 
 	taskset -c "$CLIENT_CPUS" timeout --kill-after=5 "$timeout_s" \
