@@ -26,7 +26,7 @@ type FD struct {
 	// or input ended. It must not block. Set before Register.
 	OnInput func()
 	// OnFinalize, if set, runs once, after the descriptor is closed and
-	// the buffers recycled, on the goroutine that let go last.
+	// the buffers freed, on the goroutine that let go last.
 	OnFinalize func()
 	// NoBlock makes the user side never wait, for an FD whose user runs
 	// on the loop goroutine: reads that need more input than has arrived
@@ -103,7 +103,8 @@ func (fd *FD) StartIdleTimer() {
 // otherwise the loop sends the queued output first, bounded by the drain
 // timeout, as the kernel does for a closed socket's unsent bytes. The loop
 // then ends its requests on the socket and the descriptor is closed; the
-// buffers are recycled once no reader holds them (lifetime.go). It returns
+// buffers are freed once no handler runs, and recycled unless a reader
+// still holds slices of them (lifetime.go). It returns
 // ErrClosed if fd was already closed. Safe for concurrent use, and it never
 // waits, so a handler on the loop may call it.
 func (fd *FD) Close() error {

@@ -122,6 +122,10 @@ func (b *bufPool) giveBack(bid uint16) {
 	b.returnedOne()
 }
 
+// anyBack reports whether buffers wait to go back in the ring, released
+// or retired.
+func (b *bufPool) anyBack() bool { return !b.returned.empty() || !b.retired.empty() }
+
 // returnedOne counts a buffer back from its reader. It wakes the loop only
 // when a connection waits for buffers.
 func (b *bufPool) returnedOne() {
@@ -137,7 +141,7 @@ func (l *loop) replenish() {
 	if l.bufs == nil {
 		return
 	}
-	if l.bufs.returned.empty() && l.bufs.retired.empty() {
+	if !l.bufs.anyBack() {
 		return
 	}
 	l.giving = l.bufs.returned.takeAll(l.giving[:0])

@@ -258,7 +258,7 @@ func (l *loop) pending() bool {
 	if l.queued.Load() {
 		return true
 	}
-	return len(l.starved) > 0 && !l.bufs.returned.empty()
+	return len(l.starved) > 0 && l.bufs.anyBack()
 }
 
 // runTasks runs the inbox and reports whether the loop was told to stop.
