@@ -53,11 +53,12 @@ func TestCloseListenerUnblocksAccept(t *testing.T) {
 
 // TestCloseListenerRacesAccept closes listeners while their Accept is
 // taking a queued connection. Accept must either fail with net.ErrClosed or
-// return a working connection. A connection accepted as the listener dropped
-// the last reference to its engine used to be registered on the stopping
-// engine: its loop closed the socket under the caller (Read then hung for
-// ever), or epoll_ctl failed with EBADF, or the socket landed on another
-// loop's reused epoll descriptor (index-out-of-range panic in dispatch).
+// return a working connection. A connection accepted as the listener drops
+// the last reference to its engine must not be registered on the stopping
+// engine: its loop would close the socket under the caller (Read then hangs
+// for ever), or epoll_ctl would fail with EBADF, or the socket land on
+// another loop's reused epoll descriptor (an index-out-of-range panic in
+// dispatch).
 //
 // "between" replays the race deterministically: it takes the queued
 // connection as Accept does, closes the listener, then registers it (plain

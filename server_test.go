@@ -513,10 +513,10 @@ func tsIdleTimeoutRun(t *testing.T, e Engine, style tsStyle, idle time.Duration)
 }
 
 // TestOptionsIdleTimeoutTiny: an idle timeout that expires at once (1ns)
-// closes accepted and dialed connections right away. The idle timer used to
-// be armed before the connection was registered with a loop, so it could
-// fire with no loop to close through and crash the process (nil pointer in
-// the timer goroutine).
+// closes accepted and dialed connections right away. An idle timer armed
+// before the connection is registered with a loop would fire with no loop
+// to close through and crash the process (a nil pointer in the timer
+// goroutine): the timer starts only after Register.
 func TestOptionsIdleTimeoutTiny(t *testing.T) {
 	const rounds = 100
 	forEachEngine(t, func(t *testing.T, e Engine) {
