@@ -38,9 +38,18 @@ func setNoDelay(fd int, on bool) error {
 	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v))
 }
 
+// tcpClose is the TCP state (tcp_info's tcpi_state) of a connection that
+// is over: reset by the peer, or closed on both sides.
+const tcpClose = 7
+
 // unackedBytes returns the bytes written to fd that the peer has not
-// acknowledged yet (SIOCOUTQ), or 0 if that cannot be read.
+// acknowledged yet (SIOCOUTQ), or 0 if that cannot be read or nobody can
+// acknowledge them any more: after a reset the connection is in state
+// CLOSE, and SIOCOUTQ still counts what the peer never acknowledged.
 func unackedBytes(fd int) int {
+	if ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && ti.State == tcpClose {
+		return 0
+	}
 	n, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
 	if err != nil {
 		return 0

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tsTimeout bounds every wait in these tests, so that a bug shows up as a
@@ -174,9 +176,14 @@ func (s *tsServer) stop() {
 		if s.srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
 			defer cancel()
+			var early atomic.Value
+			dt := time.AfterFunc(tsTimeout/2, func() { early.Store(tsServerConns(s.srv)) })
 			if err := s.srv.Shutdown(ctx); err != nil {
-				s.t.Errorf("Shutdown: %v", err)
+				dt.Stop()
+				e, _ := early.Load().(string)
+				s.t.Errorf("Shutdown: %v; connections left at half time:\n%s", err, e)
 			}
+			dt.Stop()
 			select {
 			case err := <-s.serveErr:
 				if !errors.Is(err, ErrServerClosed) {
@@ -196,6 +203,36 @@ func (s *tsServer) stop() {
 		s.mu.Unlock()
 		tsWait(s.t, "server connection goroutines", s.connWG.Wait)
 	})
+}
+
+// tsServerConns describes the connections srv still tracks, for a failure
+// message.
+func tsServerConns(srv *Server) string {
+	srv.mu.Lock()
+	var cs []*Conn
+	for c := range srv.conns {
+		cs = append(cs, c)
+	}
+	srv.mu.Unlock()
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "  %v: readable %d, held %d, input ended %v, queued out %d, quiet %v, closing %v, detached %v, descriptor closed %v, handler running %v, draining %v\n",
+			c.RemoteAddr(), c.fd.Len(), c.fd.InputHeld(), c.fd.InputEnded(), c.fd.OutputQueued(), c.fd.Quiet(),
+			c.fd.Closing(), c.fd.Detached(), c.fd.DescriptorClosed(), c.processing.Load(), c.draining.Load())
+		if ti, err := unix.GetsockoptTCPInfo(c.fd.Sysfd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			inq, _ := unix.IoctlGetInt(c.fd.Sysfd, unix.SIOCINQ)
+			outq, _ := unix.IoctlGetInt(c.fd.Sysfd, unix.SIOCOUTQ)
+			fmt.Fprintf(&b, "    TCP state %d, unread %d, unacknowledged %d (as Shutdown counts them: %d)\n", ti.State, inq, outq, c.unacked())
+		}
+	}
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "ringpoll") && !strings.Contains(g, "tsServerConns") {
+			b.WriteString(g + "\n\n")
+		}
+	}
+	return b.String()
 }
 
 // tsWait runs f, failing the test if it takes longer than tsTimeout.

@@ -1,0 +1,97 @@
+//go:build linux
+
+package ringpoll
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestUnackedBytesAfterReset: a connection the peer reset while replies
+// were in flight reports nothing unacknowledged, although SIOCOUTQ still
+// counts those bytes. Shutdown lingers while bytes are unacknowledged, so
+// a count that never drains would keep it waiting for a peer that is gone.
+func TestUnackedBytesAfterReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	raw, err := srv.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := func(f func(int)) {
+		if err := raw.Control(func(s uintptr) { f(int(s)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Fill the client's receive window and the server's send queue: the
+	// client never reads, so bytes stay unacknowledged.
+	srv.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	chunk := make([]byte, 64<<10)
+	for range 1 << 10 {
+		if _, err := srv.Write(chunk); err != nil {
+			break
+		}
+	}
+	var live int
+	fd(func(s int) { live = unackedBytes(s) })
+	if live == 0 {
+		t.Fatal("unackedBytes is 0 with the peer's window full; want the queued bytes")
+	}
+
+	// The client resets the connection (linger 0), with the bytes still
+	// unacknowledged.
+	if err := client.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	state := func() uint8 {
+		var st uint8
+		fd(func(s int) {
+			ti, err := unix.GetsockoptTCPInfo(s, unix.IPPROTO_TCP, unix.TCP_INFO)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st = ti.State
+		})
+		return st
+	}
+	// The reset travels through loopback's softirq: wait for it, bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for state() != tcpClose {
+		if time.Now().After(deadline) {
+			t.Fatalf("server socket in TCP state %d 10 s after the reset, want CLOSE (%d)", state(), tcpClose)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var outq, got int
+	fd(func(s int) {
+		outq, err = unix.IoctlGetInt(s, unix.SIOCOUTQ)
+		got = unackedBytes(s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outq == 0 {
+		t.Fatal("SIOCOUTQ is 0 after the reset: the case this test guards did not arise")
+	}
+	if got != 0 {
+		t.Errorf("unackedBytes = %d after the peer reset (SIOCOUTQ %d), want 0", got, outq)
+	}
+}
