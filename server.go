@@ -182,10 +182,10 @@ const lingerTimeout = 500 * time.Millisecond
 // calling the handler for new input, lets running handlers finish and their
 // output drain, then closes each connection: it shuts down the writing side
 // (the peer reads every reply, then EOF) and closes once the peer closes,
-// or half a second after the peer acknowledged the last reply. Every
-// request a handler consumed gets its whole reply. Shutdown returns when
-// all connections are closed; if ctx ends first, it closes the rest at
-// once and returns ctx's error.
+// or half a second after the peer acknowledged the last reply or reset the
+// connection. Every request a handler consumed gets its whole reply.
+// Shutdown returns when all connections are closed; if ctx ends first, it
+// closes the rest at once and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
