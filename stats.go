@@ -37,10 +37,6 @@ type LoopStats struct {
 	// Rearms counts multishot requests (recv, poll, accept) armed again
 	// after they ended.
 	Rearms uint64
-	// RecvCancels counts input requests (multishot recv or poll) that a
-	// cancel ended: input paused where the kernel has no recv byte limit,
-	// and connections closing.
-	RecvCancels uint64
 	// Accepts counts connections accepted by the loop (multishot accept).
 	Accepts uint64
 	// BytesIn and BytesOut count bytes the loop received and sent (bytes
@@ -75,9 +71,9 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d recv_cancels=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.EpollWaits,
-		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.RecvCancels, s.Accepts,
+		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.Accepts,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired)
 }
 
@@ -115,7 +111,6 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		ENOBUFS:        p.ENOBUFS.Load(),
 		CQOverflows:    p.CQOverflows.Load(),
 		Rearms:         p.Rearms.Load(),
-		RecvCancels:    p.RecvCancels.Load(),
 		Accepts:        p.Accepts.Load(),
 		BytesIn:        p.BytesIn.Load(),
 		BytesOut:       p.BytesOut.Load(),

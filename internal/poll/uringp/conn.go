@@ -171,13 +171,10 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	case cqe.Res > 0:
 		l.stats.BytesIn.Add(uint64(cqe.Res))
 		if p != nil {
-			if !c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()]) {
+			if !c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()]) && !c.paused {
 				c.paused = true
 				if cqe.More() && !c.limited {
-					// A kernel without recv limits. Once a cancel is
-					// in flight this does nothing; after one failed,
-					// it tries again (cancelRecvFailed).
-					l.cancelRecv(c)
+					l.cancelRecv(c) // a kernel without recv limits
 				}
 			}
 			l.wakeReader(c)
@@ -202,7 +199,6 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 			l.starving.Store(true)
 		}
 	case cqe.Res == -int32(unix.ECANCELED):
-		l.stats.RecvCancels.Add(1)
 	case cqe.Res == -int32(unix.EINVAL) && c.limited && !l.noRecvLimit:
 		// The kernel knows no recv limit: pause by cancelling instead.
 		l.noRecvLimit = true
@@ -239,22 +235,7 @@ func (l *loop) cancelRecv(c *conn) {
 		if c.pollIn {
 			k = kindPoll
 		}
-		l.cancelAs(userData(k, c.gen, c.slot), userData(kindCancelRecv, c.gen, c.slot))
-	}
-}
-
-// cancelRecvFailed handles a cancel of c's input request that did not find
-// it: the request was running (EALREADY) or between two arms (ENOENT), and
-// it may stay armed. A closing connection cancels again at once, since it
-// waits for the request's final CQE; a paused one cancels again with the
-// next completion that finds input at the mark (recvDone).
-func (l *loop) cancelRecvFailed(c *conn) {
-	if c == nil || !c.recvArmed || !c.canceling {
-		return // it ended meanwhile
-	}
-	c.canceling = false
-	if l.isTearing(c) {
-		l.cancelRecv(c)
+		l.cancel(userData(k, c.gen, c.slot))
 	}
 }
 

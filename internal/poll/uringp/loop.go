@@ -465,8 +465,6 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		l.pollDone(c, cqe)
 	case kindPollOut:
 		l.pollOutDone(c, cqe)
-	case kindCancelRecv:
-		l.cancelRecvFailed(c)
 	}
 }
 
@@ -479,15 +477,12 @@ func (l *loop) armWake() {
 }
 
 // cancel submits the cancellation of the request ud. Only a failure posts
-// a CQE; the target ends with its own final CQE once a cancel found it.
-func (l *loop) cancel(ud uint64) { l.cancelAs(ud, userData(kindCancel, 0, 0)) }
-
-// cancelAs is cancel with own as the user data of a failure's CQE.
-func (l *loop) cancelAs(ud, own uint64) {
+// a CQE; the target ends with its own final CQE either way.
+func (l *loop) cancel(ud uint64) {
 	sqe := l.getSQE()
 	sqe.PrepCancel64(ud, 0)
 	sqe.Flags |= uring.SqeCQESkipSuccess
-	sqe.UserData = own
+	sqe.UserData = userData(kindCancel, 0, 0)
 }
 
 // nextTimer returns the time to the nearest drain deadline or accept
