@@ -600,9 +600,9 @@ func httpDo(c *http.Client, req *http.Request) (*http.Response, []byte, error) {
 // httpKeepAlive sends n requests one after the other over one connection,
 // dialed as c's Transport dials, with req.Write and http.ReadResponse: the
 // server must answer each on that connection and keep it open, so it sees
-// one connection in all. (net/http's Transport is not used to send them: it
-// reuses a connection only if its write loop finished within 50 ms, which
-// a loaded machine does not promise.)
+// one connection in all. net/http's Transport would not do: whether it
+// reuses a connection depends on a timer of its own, so on a loaded machine
+// it may dial again.
 func httpKeepAlive(t *testing.T, h *httpHarness, c *http.Client) {
 	const n = 5
 	before := h.newConns.Load()
