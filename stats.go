@@ -37,6 +37,10 @@ type LoopStats struct {
 	// Rearms counts multishot requests (recv, poll, accept) armed again
 	// after they ended.
 	Rearms uint64
+	// InputCancels counts input requests (multishot recv or poll) that a
+	// cancel ended: input paused at the high-water mark where the kernel
+	// has no recv byte limit, and connections closing.
+	InputCancels uint64
 	// Accepts counts connections accepted by the loop (multishot accept).
 	Accepts uint64
 	// BytesIn and BytesOut count bytes the loop received and sent (bytes
@@ -71,9 +75,9 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.EpollWaits,
-		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.Accepts,
+		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.Accepts,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired)
 }
 
@@ -111,6 +115,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		ENOBUFS:        p.ENOBUFS.Load(),
 		CQOverflows:    p.CQOverflows.Load(),
 		Rearms:         p.Rearms.Load(),
+		InputCancels:   p.InputCancels.Load(),
 		Accepts:        p.Accepts.Load(),
 		BytesIn:        p.BytesIn.Load(),
 		BytesOut:       p.BytesOut.Load(),

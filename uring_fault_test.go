@@ -51,6 +51,7 @@ func ufStats(ln *Listener) LoopStats {
 		s.ENOBUFS += l.ENOBUFS
 		s.CQOverflows += l.CQOverflows
 		s.Rearms += l.Rearms
+		s.InputCancels += l.InputCancels
 		s.Accepts += l.Accepts
 		s.BytesIn += l.BytesIn
 		s.BytesOut += l.BytesOut
@@ -926,10 +927,11 @@ func ufFDOpen(fd int) bool {
 // TestUringPauseByCancel runs input backpressure the way kernels without a
 // multishot recv byte limit need it (before Linux 6.16 or so): at the
 // high-water mark the loop cancels the recv and re-arms it on Resume. The
-// reader waits before each read until its connection holds the 64 KiB
-// mark, so input surely pauses there; it must still get every byte in
-// order, the recv must have been re-armed after the cancel, and every
-// buffer must come back.
+// reader waits before its first read until its connection holds the 64 KiB
+// mark and the paused recv ended, so input surely pauses there (a cancel
+// that misses the recv is tried again with the next completion over the
+// mark); it must still get every byte in order, the recv must have been
+// re-armed after it ended, and every buffer must come back.
 func TestUringPauseByCancel(t *testing.T) {
 	needUring(t)
 	data := tsRandom(11, 8<<20)
@@ -937,9 +939,19 @@ func TestUringPauseByCancel(t *testing.T) {
 		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithLoops(1))
-				conn, handler := ufGatedEcho(ufHeldAtLeast(64 << 10))
-				srv := tsServe(t, ln, style, conn, handler)
 				before := ufStats(ln)
+				// The reader starts once input reached the mark and the
+				// paused recv ended (by a cancel, or the ring ran dry), so
+				// that reading must re-arm it.
+				held := ufHeldAtLeast(64 << 10)
+				conn, handler := ufGatedEcho(func(c *Conn) {
+					held(c)
+					ufPoll(func() bool {
+						s := ufStats(ln)
+						return s.InputCancels > before.InputCancels || s.ENOBUFS > before.ENOBUFS || c.fd.InputEnded()
+					})
+				})
+				srv := tsServe(t, ln, style, conn, handler)
 				c := tsDialStd(t, "tcp", ln.Addr().String())
 				if err := tsBulkRoundTrip(c, data, 1); err != nil {
 					t.Fatalf("bulk round trip with pausing by cancel: %v", err)
@@ -948,8 +960,11 @@ func TestUringPauseByCancel(t *testing.T) {
 				tsEventually(t, "the server to close the connection", func() bool { return srv.live() == 0 })
 				ufBuffersBack(t, ln)
 				s := ufStats(ln)
+				if s.InputCancels == before.InputCancels && s.ENOBUFS == before.ENOBUFS {
+					t.Errorf("the recv never ended while paused at the 64 KiB mark (%v)", s)
+				}
 				if s.Rearms == before.Rearms {
-					t.Errorf("the recv was never re-armed: input never paused at the 64 KiB mark (%v)", s)
+					t.Errorf("the recv was never re-armed after it ended (%v)", s)
 				}
 				if got := s.BytesIn - before.BytesIn; got != uint64(len(data)) {
 					t.Errorf("the loop received %d bytes, want %d", got, len(data))

@@ -32,6 +32,8 @@ type Stats struct {
 	CQOverflows atomic.Uint64
 	// Rearms counts multishot requests armed again after they ended.
 	Rearms atomic.Uint64
+	// InputCancels counts input requests a cancel ended.
+	InputCancels atomic.Uint64
 	// Accepts counts connections accepted by the loop.
 	Accepts atomic.Uint64
 	// BytesIn and BytesOut count payload bytes received and sent by the

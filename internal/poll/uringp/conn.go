@@ -167,14 +167,19 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	if c == nil {
 		return
 	}
+	if cqe.More() && c.closing && l.isTearing(c) {
+		l.cancelRecv(c) // again, if teardown's cancel missed it
+	}
 	switch {
 	case cqe.Res > 0:
 		l.stats.BytesIn.Add(uint64(cqe.Res))
 		if p != nil {
-			if !c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()]) && !c.paused {
+			if !c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()]) {
 				c.paused = true
 				if cqe.More() && !c.limited {
-					l.cancelRecv(c) // a kernel without recv limits
+					// A kernel without recv limits pauses by cancel;
+					// this one, if an earlier one missed.
+					l.cancelRecv(c)
 				}
 			}
 			l.wakeReader(c)
@@ -199,6 +204,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 			l.starving.Store(true)
 		}
 	case cqe.Res == -int32(unix.ECANCELED):
+		l.stats.InputCancels.Add(1)
 	case cqe.Res == -int32(unix.EINVAL) && c.limited && !l.noRecvLimit:
 		// The kernel knows no recv limit: pause by cancelling instead.
 		l.noRecvLimit = true
@@ -235,7 +241,18 @@ func (l *loop) cancelRecv(c *conn) {
 		if c.pollIn {
 			k = kindPoll
 		}
-		l.cancel(userData(k, c.gen, c.slot))
+		l.cancelAs(userData(k, c.gen, c.slot), userData(kindCancelInput, c.gen, c.slot))
+	}
+}
+
+// cancelInputMissed handles a cancel of c's input request that did not
+// find it: the request was running (EALREADY) or had ended (ENOENT). If it
+// is still armed, the next completion over the high-water mark, or on a
+// closing connection, cancels it again (recvDone, pollDone): retried at
+// once, a cancel that keeps finding the request running would spin.
+func (l *loop) cancelInputMissed(c *conn) {
+	if c != nil && c.recvArmed && c.canceling {
+		c.canceling = false
 	}
 }
 

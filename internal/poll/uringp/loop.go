@@ -465,6 +465,8 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		l.pollDone(c, cqe)
 	case kindPollOut:
 		l.pollOutDone(c, cqe)
+	case kindCancelInput:
+		l.cancelInputMissed(c)
 	}
 }
 
@@ -477,12 +479,16 @@ func (l *loop) armWake() {
 }
 
 // cancel submits the cancellation of the request ud. Only a failure posts
-// a CQE; the target ends with its own final CQE either way.
-func (l *loop) cancel(ud uint64) {
+// a CQE; a cancel that found its target ends it with the target's own
+// final CQE.
+func (l *loop) cancel(ud uint64) { l.cancelAs(ud, userData(kindCancel, 0, 0)) }
+
+// cancelAs is cancel with own as the user data of a failure's CQE.
+func (l *loop) cancelAs(ud, own uint64) {
 	sqe := l.getSQE()
 	sqe.PrepCancel64(ud, 0)
 	sqe.Flags |= uring.SqeCQESkipSuccess
-	sqe.UserData = userData(kindCancel, 0, 0)
+	sqe.UserData = own
 }
 
 // nextTimer returns the time to the nearest drain deadline or accept

@@ -23,6 +23,9 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 	if c == nil {
 		return
 	}
+	if cqe.More() && c.closing && l.isTearing(c) {
+		l.cancelRecv(c) // again, if teardown's cancel missed it
+	}
 	if cqe.Res >= 0 && !l.isTearing(c) {
 		ev := uint32(cqe.Res)
 		if ev&(unix.POLLIN|hangup) != 0 && !c.closing {
@@ -33,7 +36,9 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 		if ev&hangup != 0 && l.mode == ModeReactor {
 			l.reactorFlush(c)
 		}
-	} else if cqe.Res < 0 && cqe.Res != -int32(unix.ECANCELED) {
+	} else if cqe.Res == -int32(unix.ECANCELED) {
+		l.stats.InputCancels.Add(1)
+	} else if cqe.Res < 0 {
 		c.fd.InputError(errno("poll", cqe.Res))
 		c.fd.InputReady()
 	}

@@ -10,13 +10,14 @@ package uringp
 type kind uint8
 
 const (
-	kindWake    kind = iota + 1 // the eventfd READ
-	kindRecv                    // multishot recv
-	kindSend                    // SEND or SENDMSG
-	kindPoll                    // multishot POLL_ADD for input (reactor)
-	kindPollOut                 // multishot POLL_ADD for POLLOUT, after a send's EAGAIN
-	kindAccept                  // multishot accept; slot indexes acceptors, with a generation of its own
-	kindCancel                  // ASYNC_CANCEL; only failures post a CQE
+	kindWake        kind = iota + 1 // the eventfd READ
+	kindRecv                        // multishot recv
+	kindSend                        // SEND or SENDMSG
+	kindPoll                        // multishot POLL_ADD for input (reactor)
+	kindPollOut                     // multishot POLL_ADD for POLLOUT, after a send's EAGAIN
+	kindAccept                      // multishot accept; slot indexes acceptors, with a generation of its own
+	kindCancel                      // ASYNC_CANCEL; only failures post a CQE
+	kindCancelInput                 // ASYNC_CANCEL of the input request of the connection gen and slot name; only failures post a CQE
 )
 
 const genMask = 1<<24 - 1
