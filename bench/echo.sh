@@ -36,6 +36,8 @@
 #   LOOPS=               ringecho -loops (empty: the library default)
 #   REPEATS=3            rounds
 #   CONNS=100  SIZE=1024 connections and message size
+#   RATE=0               offered load in requests/s over all connections
+#                        (ringload -rate; 0: as fast as replies come)
 #   WARMUP=2  DURATION=10   seconds (decimals allowed)
 #   SERVER_CPUS=0  CLIENT_CPUS=1   taskset -c lists
 #   BASE_PORT=17100      ports used are BASE_PORT+1, +2, ... on 127.0.0.1
@@ -61,6 +63,7 @@ LOOPS="${LOOPS:-}"
 REPEATS="${REPEATS:-3}"
 CONNS="${CONNS:-100}"
 SIZE="${SIZE:-1024}"
+RATE="${RATE:-0}"
 WARMUP="${WARMUP:-2}"
 DURATION="${DURATION:-10}"
 SERVER_CPUS="${SERVER_CPUS:-0}"
@@ -78,6 +81,7 @@ is_num() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 is_int() { [[ $1 =~ ^[0-9]+$ ]]; }
 is_num "$WARMUP" || die "WARMUP=$WARMUP: want seconds, e.g. 2 or 0.5"
 is_num "$DURATION" || die "DURATION=$DURATION: want seconds, e.g. 10"
+is_num "$RATE" || die "RATE=$RATE: want requests per second, e.g. 20000 (0: unpaced)"
 for v in REPEATS CONNS SIZE BASE_PORT; do
 	is_int "${!v}" || die "$v=${!v}: want a whole number"
 done
@@ -303,7 +307,7 @@ run_one() {
 
 	taskset -c "$CLIENT_CPUS" timeout --kill-after=5 "$timeout_s" \
 		"$WORK/ringload" -addr "127.0.0.1:$port" -conns "$CONNS" -size "$SIZE" \
-		-warmup "${WARMUP}s" -duration "${DURATION}s" -server-pid "$SERVER_PID" -json \
+		-rate "$RATE" -warmup "${WARMUP}s" -duration "${DURATION}s" -server-pid "$SERVER_PID" -json \
 		>"$json" 2>"$errf" </dev/null || rc=$?
 	stop_server
 	src=$SERVER_RC
@@ -314,10 +318,11 @@ run_one() {
 		FAILED=$((FAILED + 1))
 		return 0
 	fi
-	local reqs p50 p99 cores cpuus rpc sys cs verify dialerr ioerr
+	local reqs p50 p99 p9999 cores cpuus rpc sys cs verify dialerr ioerr
 	reqs="$(jnum req_per_s "$json")"
 	p50="$(jnum p50_us "$json")"
 	p99="$(jnum p99_us "$json")"
+	p9999="$(jnum p9999_us "$json")"
 	cores="$(jnum server_cpu_cores "$json")"
 	cpuus="$(jnum server_cpu_us_per_req "$json")"
 	rpc="$(jnum req_per_server_cpu_s "$json")"
@@ -332,8 +337,8 @@ run_one() {
 	# (other users of the machine, perf, unattributed softirq).
 	client="$(jnum client_cpu_cores "$json")"
 	other="$(jnum other_cpu_cores "$json")"
-	printf 'round %d/%d  %-14s port %d  %6.0f req/s  p50 %4.0f p99 %5.0f us  server %.3f cores  %6.3f us/req  %6.0f req/CPU-s  %5.3f syscalls/req  %.3f cs/req  client %.2f other %.2f cores  verify %s  errors %s/%s  rc %d/%s\n' \
-		"$round" "$REPEATS" "$label" "$port" "$reqs" "$p50" "$p99" "$cores" "$cpuus" "$rpc" "$sys" "$cs" \
+	printf 'round %d/%d  %-14s port %d  %6.0f req/s  p50 %4.0f p99 %5.0f p99.99 %5.0f us  server %.3f cores  %6.3f us/req  %6.0f req/CPU-s  %5.3f syscalls/req  %.3f cs/req  client %.2f other %.2f cores  verify %s  errors %s/%s  rc %d/%s\n' \
+		"$round" "$REPEATS" "$label" "$port" "$reqs" "$p50" "$p99" "$p9999" "$cores" "$cpuus" "$rpc" "$sys" "$cs" \
 		"$client" "$other" "$verify" "$dialerr" "$ioerr" "$rc" "$src"
 	if [[ $sys == -1 ]]; then
 		echo "    syscalls not measured: $(sed -n 's/.*"syscalls_note":"\([^"]*\)".*/\1/p' "$json")"
@@ -342,8 +347,8 @@ run_one() {
 		sed 's/^/    /' "$errf" | tail -n 3
 		FAILED=$((FAILED + 1))
 	fi
-	printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-		"$label" "$ok" "$reqs" "$p50" "$p99" "$cores" "$cpuus" "$rpc" "$sys" "$cs" "$verify" "$dialerr" "$ioerr" "$other" \
+	printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+		"$label" "$ok" "$reqs" "$p50" "$p99" "$cores" "$cpuus" "$rpc" "$sys" "$cs" "$verify" "$dialerr" "$ioerr" "$other" "$p9999" \
 		>>"$RESULTS"
 }
 
@@ -357,7 +362,9 @@ done
 # --- summary -------------------------------------------------------------
 
 echo
-echo "Medians over ${REPEATS} rounds ($((SECONDS - started)) s): ${CONNS} conns, ${SIZE} B, warm-up ${WARMUP}s, ${DURATION}s measured; server on CPUs ${SERVER_CPUS}, client on CPUs ${CLIENT_CPUS}"
+rate="as fast as replies come"
+[[ $RATE == 0 ]] || rate="offered ${RATE} req/s"
+echo "Medians over ${REPEATS} rounds ($((SECONDS - started)) s): ${CONNS} conns, ${SIZE} B, ${rate}, warm-up ${WARMUP}s, ${DURATION}s measured; server on CPUs ${SERVER_CPUS}, client on CPUs ${CLIENT_CPUS}"
 echo
 labels=()
 for name in "${SERVERS[@]}"; do
@@ -387,7 +394,7 @@ function ratio(v, base) { return (v < 0 || base <= 0) ? "n/a" : sprintf("%.2f", 
 	verify[key] += $11; conn_err[key] += $12 + $13
 }
 END {
-	print "| server | ok runs | req/s | p50 / p99 µs | server CPU (cores) | server CPU µs/request | requests per server CPU-second | syscalls/request | ctx switches/request | CPU/request vs std | syscalls/request vs std | verify errors | conn errors | other CPU (cores) |"
+	print "| server | ok runs | req/s | p50 / p99 / p99.99 µs | server CPU (cores) | server CPU µs/request | requests per server CPU-second | syscalls/request | ctx switches/request | CPU/request vs std | syscalls/request vs std | verify errors | conn errors | other CPU (cores) |"
 	print "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	base_cpu = ("std" in runs) ? median("std", 7) : -1
 	base_sys = ("std" in runs) ? median("std", 9) : -1
@@ -395,11 +402,11 @@ END {
 	for (k = 1; k <= n; k++) {
 		key = keys[k]
 		if (!(key in runs)) { printf "| %s | 0/0 | | | | | | | | | | | | |\n", key; continue }
-		rps = median(key, 3); p50 = median(key, 4); p99 = median(key, 5)
+		rps = median(key, 3); p50 = median(key, 4); p99 = median(key, 5); p9999 = median(key, 15)
 		cores = median(key, 6); cpu = median(key, 7); rpc = median(key, 8)
 		sys = median(key, 9); cs = median(key, 10); other = median(key, 14)
-		printf "| %s | %d/%d | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %.2f |\n", \
-			key, cnt[key], runs[key], fmt(rps / 1000, "%.1fk"), fmt(p50, "%.0f"), fmt(p99, "%.0f"), \
+		printf "| %s | %d/%d | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %.2f |\n", \
+			key, cnt[key], runs[key], fmt(rps / 1000, "%.1fk"), fmt(p50, "%.0f"), fmt(p99, "%.0f"), fmt(p9999, "%.0f"), \
 			fmt(cores, "%.2f"), fmt(cpu, "%.2f"), fmt(rpc / 1000, "%.0fk"), fmt(sys, "%.2f"), fmt(cs, "%.3f"), \
 			ratio(cpu, base_cpu), ratio(sys, base_sys), verify[key], conn_err[key], other
 	}
