@@ -20,6 +20,24 @@ type FD struct {
 	// DirectWrite lets writers send from their own goroutine (see the
 	// package documentation). Set before Register.
 	DirectWrite bool
+	// NoBlock makes the user side never wait, for an FD whose user runs
+	// on the loop goroutine: reads that need more input than has arrived
+	// fail with ErrWouldBlock (after asking the loop for that input),
+	// writes queue past the output high-water mark, and CloseWrite with
+	// output queued fails with ErrWouldBlock. Set before Register.
+	NoBlock bool
+
+	// The flags, together so that they share a word; each is guarded as
+	// its group below says.
+	inPaused bool        // the loop stopped reading (backpressure); inMu
+	inHeld   bool        // slices were handed out since the last release (destroy); inMu
+	loopOwns bool        // the loop is sending out; writers must queue; outMu
+	wrClosed bool        // outMu
+	outFull  atomic.Bool // out.Len() >= OutputHighWater; stored under outMu (noteOut)
+	// lastSpace is the length of the last InputSpace (loop only; a node
+	// is far under 2 GiB).
+	lastSpace int32
+
 	// Loop is the loop serving this FD; Engine.Register sets it.
 	Loop Loop
 	// OnInput, if set, runs on the loop goroutine after new input arrived
@@ -28,12 +46,6 @@ type FD struct {
 	// OnFinalize, if set, runs once, after the descriptor is closed and
 	// the buffers freed, on the goroutine that let go last.
 	OnFinalize func()
-	// NoBlock makes the user side never wait, for an FD whose user runs
-	// on the loop goroutine: reads that need more input than has arrived
-	// fail with ErrWouldBlock (after asking the loop for that input),
-	// writes queue past the output high-water mark, and CloseWrite with
-	// output queued fails with ErrWouldBlock. Set before Register.
-	NoBlock bool
 	// OnDrained, if set, runs on the loop goroutine each time sent output
 	// leaves the queue at or under the output low-water mark. It must not
 	// block, and reports whether it may have queued output. Set before
@@ -47,29 +59,23 @@ type FD struct {
 	life atomic.Uint64 // references and state; see lifetime.go
 	done event         // fired when the FD is destroyed
 
-	inMu      sync.Mutex
-	in        *buf.LinkBuffer
-	inErr     error // io.EOF or a read error; sticky
-	inPaused  bool  // the loop stopped reading (backpressure)
-	inHeld    bool  // slices were handed out since the last release (destroy)
-	inWant    int   // bytes a blocked reader needs held
-	lastSpace int   // length of the last InputSpace (loop only)
-	readable  token
+	inMu     sync.Mutex
+	in       *buf.LinkBuffer
+	inErr    error // io.EOF or a read error; sticky
+	inWant   int   // bytes a blocked reader needs held
+	readable token
 
 	wmu      sync.Mutex
 	outMu    sync.Mutex
 	out      *buf.LinkBuffer
-	loopOwns bool        // the loop is sending out; writers must queue
-	outFull  atomic.Bool // out.Len() >= OutputHighWater; stored under outMu (noteOut)
-	outErr   error       // sticky send error
-	wrClosed bool
+	outErr   error // sticky send error
 	writable token
 	iov      [][]byte    // writer scratch, under wmu
 	slice    sliceSource // writer scratch, under wmu
 	iovecs   *Iovecs     // writer scratch, under wmu; made on first gathered send
 
-	rd, wd     deadline
-	lastActive atomic.Int64 // monotonic ns, for the idle timeout
+	dl         atomic.Pointer[deadlines] // made by the first deadline or blocked user
+	lastActive atomic.Int64              // monotonic ns, for the idle timeout
 	idleTimer  atomic.Pointer[time.Timer]
 }
 
@@ -144,11 +150,11 @@ func (fd *FD) LimitInput(n int) {
 
 // SetReadDeadline sets the deadline for reads; the zero time clears it.
 // Safe for concurrent use.
-func (fd *FD) SetReadDeadline(t time.Time) { fd.rd.set(t) }
+func (fd *FD) SetReadDeadline(t time.Time) { fd.deadlines().rd.set(t) }
 
 // SetWriteDeadline sets the deadline for writes; the zero time clears it.
 // Safe for concurrent use.
-func (fd *FD) SetWriteDeadline(t time.Time) { fd.wd.set(t) }
+func (fd *FD) SetWriteDeadline(t time.Time) { fd.deadlines().wd.set(t) }
 
 // Control runs f with the descriptor held open, or returns ErrClosed.
 // Safe for concurrent use.

@@ -15,7 +15,7 @@ func (fd *FD) InputSpace(min int) []byte {
 		return nil
 	}
 	p := fd.in.WriteSpace(min)
-	fd.lastSpace = len(p)
+	fd.lastSpace = int32(len(p))
 	return p
 }
 
@@ -27,9 +27,9 @@ func (fd *FD) InputCommit(n int) (more bool) {
 	fd.in.Commit(n)
 	// A read that filled its space asks for bigger nodes, so bulk streams
 	// take fewer syscalls; a short one goes back to small nodes.
-	if n == fd.lastSpace {
+	if n == int(fd.lastSpace) {
 		fd.in.SetGrowHint(2 * n)
-	} else if n < fd.lastSpace/2 {
+	} else if n < int(fd.lastSpace)/2 {
 		fd.in.SetGrowHint(0)
 	}
 	more = fd.checkInputHigh()
@@ -98,7 +98,7 @@ func (fd *FD) InputReady() {
 func (fd *FD) lockInput(n int) error {
 	var wake <-chan struct{}
 	for {
-		if fd.rd.expired() {
+		if fd.readExpired() {
 			return ErrDeadline
 		}
 		fd.inMu.Lock()
@@ -134,7 +134,7 @@ func (fd *FD) lockInput(n int) error {
 		}
 		select {
 		case <-wake: // input, its end, or Close
-		case <-fd.rd.wait():
+		case <-fd.deadlines().rd.wait():
 		}
 	}
 }

@@ -193,7 +193,7 @@ func (fd *FD) write(src source) (int, error) {
 		}
 		select {
 		case <-wake: // room, a send error, or Close
-		case <-fd.wd.wait():
+		case <-fd.deadlines().wd.wait():
 		}
 	}
 	return total, nil
@@ -241,7 +241,7 @@ func (fd *FD) userErr() error {
 	if fd.Closing() {
 		return ErrClosed
 	}
-	if fd.wd.expired() {
+	if fd.writeExpired() {
 		return ErrDeadline
 	}
 	return nil
@@ -307,7 +307,7 @@ func (fd *FD) CloseWrite() error {
 		}
 		select {
 		case <-wake: // the queue drained, a send error, or Close
-		case <-fd.wd.wait():
+		case <-fd.deadlines().wd.wait():
 		}
 	}
 }
