@@ -51,12 +51,12 @@ type conn struct {
 	attached bool      // under lockSend
 	sendBusy bool      // a send is in flight; under lockSend
 	tearing  bool      // cancelling; no new requests; under lockSend
+	staged   uint16    // the send in flight copied c.iov into this staging buffer (index+1; 0: none)
 	ring     *sendRing // uring-sqpoll: the ring this conn sends on
 
 	iov    [][]byte
 	gather *sendGather // made on the first send of more than one slice
 	pin    runtime.Pinner
-	staged uint16 // the send in flight copied c.iov into this staging buffer (index+1; 0: none)
 	// reactor scratch
 	sendIov  [][]byte
 	sendVecs *poll.Iovecs
