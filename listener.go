@@ -198,9 +198,14 @@ func (l *Listener) newConn(sysfd int, raddr net.Addr, srv *Server) (*Conn, error
 		// As in net: Nagle off for request/response traffic.
 		setNoDelay(sysfd, true)
 	}
+	// A listener on one address accepts every connection on it: they
+	// share its address, which saves a getsockname and an address per
+	// connection. One on a wildcard address asks the socket.
 	laddr := l.Addr()
-	if a := localAddr(sysfd, l.network); a != nil && l.network != "unix" {
-		laddr = a
+	if a, ok := laddr.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		if a := localAddr(sysfd, l.network); a != nil {
+			laddr = a
+		}
 	}
 	return newConn(sysfd, l.network, laddr, raddr, cfg, l.eng, srv)
 }
