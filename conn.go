@@ -15,20 +15,17 @@ import (
 // on the side. Its methods are safe for concurrent use except Reader and
 // Writer, whose methods must be used by one goroutine at a time.
 type Conn struct {
-	fd      *poll.FD
-	network string
-	laddr   net.Addr
-	raddr   net.Addr
-	reader  Reader
-	writer  Writer
-	eng     *engineRef
+	fd     *poll.FD
+	laddr  net.Addr
+	raddr  net.Addr
+	reader Reader
+	writer Writer
+	eng    *engineRef
 
-	// Set for connections a Server runs.
-	srv        *Server
-	processing atomic.Bool
-	inputSeq   atomic.Uint64 // bumped by the loop on each input batch
-	process    func()
+	// The small fields, together so that they share a word.
+	network    netIndex    // index into networks
 	inline     bool        // WithInlineHandler: the loop runs the handler
+	processing atomic.Bool // a Server's handler runs or is scheduled
 	heldBack   atomic.Bool // inline: output above the high-water mark
 	// Set by Server.Shutdown: draining stops the handler being called (new
 	// input is dropped); lingerEnd, once the writing side is shut down, is
@@ -36,7 +33,29 @@ type Conn struct {
 	// nanoseconds; 0 before).
 	draining  atomic.Bool
 	lingerEnd atomic.Int64
+
+	// Set for connections a Server runs.
+	srv      *Server
+	inputSeq atomic.Uint64 // bumped by the loop on each input batch
+	process  func()
 }
+
+// networks are the networks a Conn can be on (checkNetwork); a Conn keeps
+// the index, a byte, where the name would take sixteen.
+var networks = [...]string{"tcp", "tcp4", "tcp6", "unix"}
+
+type netIndex uint8
+
+func networkIndex(network string) netIndex {
+	for i, n := range networks {
+		if n == network {
+			return netIndex(i)
+		}
+	}
+	panic("ringpoll: unchecked network " + network)
+}
+
+func (i netIndex) String() string { return networks[i] }
 
 var _ interface {
 	net.Conn
@@ -48,7 +67,7 @@ var _ interface {
 // srv is set, the connection's input runs srv's handler. On error the socket
 // is closed.
 func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *engineRef, srv *Server) (*Conn, error) {
-	c := &Conn{fd: poll.NewFD(sysfd, cfg.pollConfig()), network: network, laddr: laddr, raddr: raddr, eng: r}
+	c := &Conn{fd: poll.NewFD(sysfd, cfg.pollConfig()), network: networkIndex(network), laddr: laddr, raddr: raddr, eng: r}
 	c.reader.c = c
 	c.writer.c = c
 	if srv != nil {
@@ -58,11 +77,9 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		}
 		c.srv = srv
 		c.process = c.serve
-		c.fd.OnInput = c.schedule
 		if cfg.inline {
 			c.inline = true
 			c.fd.NoBlock = true
-			c.fd.OnDrained = c.outputDrained
 		}
 	}
 	if !r.retain() {
@@ -72,12 +89,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		c.setupFailed()
 		return nil, net.ErrClosed
 	}
-	c.fd.OnFinalize = func() {
-		if c.srv != nil {
-			c.srv.forget(c)
-		}
-		r.release()
-	}
+	c.fd.Hooks = (*connHooks)(c)
 	if err := r.eng.Register(c.fd); err != nil {
 		closeSocket(sysfd)
 		r.release()
@@ -95,7 +107,7 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 		}
 		// A handler may have closed the connection, and the FD been
 		// destroyed, before adopt: its forget came too early, so forget
-		// it here. (The FD counts as finalized before OnFinalize runs, so
+		// it here. (The FD counts as finalized before Hooks.Finalized runs, so
 		// one of the two forgets comes after adopt.)
 		if c.fd.Finalized() {
 			srv.forget(c)
@@ -230,5 +242,5 @@ func (c *Conn) opError(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	return &net.OpError{Op: op, Net: c.network, Source: c.laddr, Addr: c.raddr, Err: err}
+	return &net.OpError{Op: op, Net: c.network.String(), Source: c.laddr, Addr: c.raddr, Err: err}
 }

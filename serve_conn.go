@@ -4,6 +4,34 @@ import "errors"
 
 // The per-connection side of a Server: scheduling the handler on input.
 
+// connHooks are a Conn's poll.Hooks, as a type of their own so that the
+// methods stay out of Conn's API.
+type connHooks Conn
+
+// InputArrived implements poll.Hooks: input starts a Server's handler.
+func (h *connHooks) InputArrived() {
+	if c := (*Conn)(h); c.srv != nil {
+		c.schedule()
+	}
+}
+
+// OutputDrained implements poll.Hooks: an inline handler held back by
+// full output runs again.
+func (h *connHooks) OutputDrained() bool {
+	c := (*Conn)(h)
+	return c.inline && c.outputDrained()
+}
+
+// Finalized implements poll.Hooks: the connection leaves its Server and
+// drops its reference to the engine.
+func (h *connHooks) Finalized() {
+	c := (*Conn)(h)
+	if c.srv != nil {
+		c.srv.forget(c)
+	}
+	c.eng.release()
+}
+
 // schedule runs on the loop goroutine after input arrived: it starts the
 // handler on a pooled goroutine unless one is already running, or, inline,
 // runs it here.

@@ -40,17 +40,8 @@ type FD struct {
 
 	// Loop is the loop serving this FD; Engine.Register sets it.
 	Loop Loop
-	// OnInput, if set, runs on the loop goroutine after new input arrived
-	// or input ended. It must not block. Set before Register.
-	OnInput func()
-	// OnFinalize, if set, runs once, after the descriptor is closed and
-	// the buffers freed, on the goroutine that let go last.
-	OnFinalize func()
-	// OnDrained, if set, runs on the loop goroutine each time sent output
-	// leaves the queue at or under the output low-water mark. It must not
-	// block, and reports whether it may have queued output. Set before
-	// Register.
-	OnDrained func() bool
+	// Hooks, if set, are the user's callbacks. Set before Register.
+	Hooks Hooks
 	// Private is the engine's per-FD state, set by Register.
 	Private any
 

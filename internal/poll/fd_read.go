@@ -80,12 +80,12 @@ func (fd *FD) InputError(err error) {
 	fd.inMu.Unlock()
 }
 
-// InputReady wakes a blocked reader and runs OnInput. The loop calls it once
+// InputReady wakes a blocked reader and runs Hooks.InputArrived. The loop calls it once
 // per batch of InputCommit, InputRef or InputError on this FD.
 func (fd *FD) InputReady() {
 	fd.readable.signal()
-	if fd.OnInput != nil {
-		fd.OnInput()
+	if fd.Hooks != nil {
+		fd.Hooks.InputArrived()
 	}
 }
 

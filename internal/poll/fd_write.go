@@ -36,7 +36,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
 		fd.writable.signal()
-		if fd.OnDrained != nil && fd.OnDrained() {
+		if fd.Hooks != nil && fd.Hooks.OutputDrained() {
 			// It ran an inline handler, which may have queued more: the
 			// caller must not take the queue for empty and finish a close.
 			empty = empty && !fd.OutputPending()
@@ -167,7 +167,7 @@ func (fd *FD) write(src source) (int, error) {
 		}
 		room := fd.cfg.OutputHighWater - fd.out.Len()
 		if fd.NoBlock {
-			room = src.len() // the user holds back instead (OnDrained)
+			room = src.len() // the user holds back instead (OutputDrained)
 		}
 		if room > 0 {
 			if fd.Closing() {

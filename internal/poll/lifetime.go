@@ -24,7 +24,7 @@ package poll
 // descriptor count is zero, the descriptor is closed, exactly once, as net
 // closes it (a FIN, or a RST if input was left unread). Once both counts
 // are zero, the FD is destroyed: its output and input buffers are freed
-// and OnFinalize runs. Input is recycled (provided buffers back to their
+// and Hooks.Finalized runs. Input is recycled (provided buffers back to their
 // ring, pooled nodes back to their pool) only if no reader holds slices of
 // it; otherwise it is abandoned (buf.LinkBuffer.Abandon): pooled nodes go
 // to the garbage collector with the reader's last slice, and provided
@@ -36,7 +36,7 @@ package poll
 //
 //	open ──Close──> closed (new references fail) ──loop lets go──> detached
 //	     ──no descriptor reference──> descriptor closed
-//	     ──no handler either──> destroyed (buffers recycled or abandoned, Done, OnFinalize)
+//	     ──no handler either──> destroyed (buffers recycled or abandoned, Done, Finalized)
 const (
 	lifeSys     = 1 // one descriptor reference
 	lifeSysMask = 1<<24 - 1
@@ -155,7 +155,7 @@ func (fd *FD) destroy() {
 	fd.outMu.Unlock()
 
 	fd.done.fire()
-	if fd.OnFinalize != nil {
-		fd.OnFinalize()
+	if fd.Hooks != nil {
+		fd.Hooks.Finalized()
 	}
 }

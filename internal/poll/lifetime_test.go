@@ -30,9 +30,16 @@ func lifeFD(t *testing.T) (*FD, int, *atomic.Int32) {
 	fd := NewFD(sp[0], Config{InputHighWater: 1 << 20, InputLowWater: 1 << 19, OutputHighWater: 1 << 20, OutputLowWater: 1 << 19})
 	fd.Loop = &lifeLoop{}
 	finalized := new(atomic.Int32)
-	fd.OnFinalize = func() { finalized.Add(1) }
+	fd.Hooks = (*countFinalized)(finalized)
 	return fd, sp[1], finalized
 }
+
+// countFinalized counts Finalized calls.
+type countFinalized atomic.Int32
+
+func (c *countFinalized) InputArrived()       {}
+func (c *countFinalized) OutputDrained() bool { return false }
+func (c *countFinalized) Finalized()          { (*atomic.Int32)(c).Add(1) }
 
 func fdOpen(fd int) bool {
 	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
@@ -83,7 +90,7 @@ func TestLifetimeOrder(t *testing.T) {
 	}
 	fd.Unref()
 	if !fd.Finalized() || finalized.Load() != 1 {
-		t.Fatalf("not destroyed once every reference was gone (OnFinalize ran %d times)", finalized.Load())
+		t.Fatalf("not destroyed once every reference was gone (Finalized ran %d times)", finalized.Load())
 	}
 	select {
 	case <-fd.Done():
@@ -177,7 +184,7 @@ func TestLifetimeRace(t *testing.T) {
 			t.Fatal(s)
 		}
 		if fdOpen(sysfd) || !fd.Finalized() || finalized.Load() != 1 {
-			t.Fatalf("after the race: descriptor open %v, finalized %v, OnFinalize ran %d times", fdOpen(sysfd), fd.Finalized(), finalized.Load())
+			t.Fatalf("after the race: descriptor open %v, finalized %v, Finalized ran %d times", fdOpen(sysfd), fd.Finalized(), finalized.Load())
 		}
 	}
 }

@@ -83,6 +83,22 @@ type Engine interface {
 }
 
 // Config holds the per-connection limits an FD is created with.
+// Hooks are an FD user's callbacks. One interface value, where three
+// funcs would be three closures, keeps them out of an idle connection's
+// memory (the user implements them on the state it has anyway).
+type Hooks interface {
+	// InputArrived runs on the loop goroutine after new input arrived or
+	// input ended. It must not block.
+	InputArrived()
+	// OutputDrained runs on the loop goroutine each time sent output
+	// leaves the queue at or under the output low-water mark. It must not
+	// block, and reports whether it may have queued output.
+	OutputDrained() bool
+	// Finalized runs once, after the descriptor is closed and the buffers
+	// freed, on the goroutine that let go last.
+	Finalized()
+}
+
 type Config struct {
 	// InputHighWater is the number of input bytes (buffered or consumed but
 	// not released) at which the loop stops reading the socket.
