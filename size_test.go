@@ -1,0 +1,16 @@
+package ringpoll
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestConnSize keeps the Conn, which every connection carries, in the
+// 128-byte size class (docs/RELIABILITY.md, memory per idle connection).
+// Put a new small field with the others in their shared word, or rarely
+// used state behind a pointer.
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(Conn{}); n > 128 {
+		t.Errorf("Conn is %d bytes, want at most 128", n)
+	}
+}
