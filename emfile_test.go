@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestAcceptStormEMFILE: with every descriptor RLIMIT_NOFILE allows in
@@ -95,7 +98,7 @@ func TestAcceptStormEMFILE(t *testing.T) {
 		sa := &syscall.SockaddrInet4{Port: addr.Port}
 		copy(sa.Addr[:], addr.IP.To4())
 		for i, fd := range socks {
-			if err := syscall.Connect(fd, sa); err != nil {
+			if err := connectIgnoringEINTR(fd, sa); err != nil {
 				freeFillers()
 				t.Fatalf("storm client %d: connect: %v", i, err)
 			}
@@ -194,7 +197,8 @@ func (h emfileLog) WithGroup(string) slog.Handler      { return h }
 // ignoringEINTR retries a raw socket syscall that a signal interrupted. The
 // storm clients' sockets have SO_RCVTIMEO and SO_SNDTIMEO, and a blocked call
 // on such a socket is not restarted after a handler (socket(7)), so the Go
-// runtime's preemption signal can make it fail with EINTR.
+// runtime's preemption signal can make it fail with EINTR, as can io_uring
+// task work for a loop that ran on the same thread (docs/ARCHITECTURE.md).
 func ignoringEINTR(call func() (int, error)) (int, error) {
 	for {
 		n, err := call()
@@ -202,6 +206,25 @@ func ignoringEINTR(call func() (int, error)) (int, error) {
 			return n, err
 		}
 	}
+}
+
+// connectIgnoringEINTR is a blocking connect(2) that a signal or task work
+// may interrupt (EINTR: the socket has a send timeout, so the call is not
+// restarted; the connection goes on in the background): it waits until the
+// connection is made or fails.
+func connectIgnoringEINTR(fd int, sa syscall.Sockaddr) error {
+	err := syscall.Connect(fd, sa)
+	for err == syscall.EINTR || err == syscall.EALREADY {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		if _, perr := ignoringEINTR(func() (int, error) { return unix.Poll(pfd, int(tsTimeout/time.Millisecond)) }); perr != nil {
+			return perr
+		}
+		err = syscall.Connect(fd, sa)
+	}
+	if err == syscall.EISCONN {
+		return nil
+	}
+	return err
 }
 
 // srvConns lists the Server's open connections.

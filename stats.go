@@ -21,12 +21,16 @@ type LoopStats struct {
 	// WaitsKeptP counts the EnterWait calls in which the loop kept its Go
 	// processor (WithLoopKeepsP).
 	WaitsKeptP uint64
+	// Parks counts the times an io_uring loop that does not keep a thread
+	// (the default; see docs/ARCHITECTURE.md) waited for completions in
+	// Go's poller. Such a loop makes no EnterWait calls.
+	Parks uint64
 	// EpollWaits counts epoll_wait calls.
 	EpollWaits uint64
 	// SQEs and CQEs count submission entries queued and completions
 	// reaped.
 	SQEs, CQEs uint64
-	// Wakeups counts eventfd writes that woke the sleeping loop.
+	// Wakeups counts the times another goroutine woke the sleeping loop.
 	Wakeups uint64
 	// ENOBUFS counts multishot receives ended because every provided
 	// buffer was in use (the data waited in the socket; see Rearms).
@@ -75,8 +79,8 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.EpollWaits,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.Accepts,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired)
 }
@@ -108,6 +112,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterGetEvents: p.EnterGetEvents.Load(),
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
 		WaitsKeptP:     p.WaitsKeptP.Load(),
+		Parks:          p.Parks.Load(),
 		EpollWaits:     p.PollWaits.Load(),
 		SQEs:           p.SQEs.Load(),
 		CQEs:           p.CQEs.Load(),

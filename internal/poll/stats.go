@@ -18,6 +18,8 @@ type Stats struct {
 	EnterGetEvents atomic.Uint64
 	// EnterWakeSQ counts io_uring_enter calls that woke an SQPOLL thread.
 	EnterWakeSQ atomic.Uint64
+	// Parks counts waits of an io_uring loop in Go's poller.
+	Parks atomic.Uint64
 	// PollWaits counts epoll_wait calls.
 	PollWaits atomic.Uint64
 	// SQEs counts submission queue entries submitted.

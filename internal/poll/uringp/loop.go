@@ -42,7 +42,12 @@ type loop struct {
 	tuning Tuning
 	stats  poll.Stats
 
-	evfd     int
+	// locked: the loop keeps its thread and sleeps in io_uring_enter
+	// (uring-sqpoll, KeepP, a completion batch); otherwise it parks in
+	// Go's poller (park.go).
+	locked   bool
+	parker   *parker // !locked
+	evfd     int     // locked: the wake-up eventfd
 	sleeping atomic.Bool
 	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
 
@@ -54,7 +59,7 @@ type loop struct {
 
 	ring    *uring.Ring
 	bufs    *bufPool
-	page    []byte // mmap'd page: the wake READ's target
+	page    []byte // locked: mmap'd page, the wake READ's target
 	running []task
 	giving  []uint16
 	cqes    [256]uring.CQE
@@ -82,14 +87,24 @@ type loop struct {
 }
 
 func newLoop(m Mode, t Tuning) *loop {
-	return &loop{mode: m, tuning: t, evfd: -1, draining: map[*conn]time.Time{}, noRecvLimit: t.NoRecvLimit}
+	return &loop{
+		mode:        m,
+		tuning:      t,
+		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1,
+		evfd:        -1,
+		draining:    map[*conn]time.Time{},
+		noRecvLimit: t.NoRecvLimit,
+	}
 }
 
-// run is the loop goroutine. It locks itself to its thread for good: the
-// ring belongs to the thread that made it (SINGLE_ISSUER, DEFER_TASKRUN),
-// and when run returns the runtime ends the thread with it.
+// run is the loop goroutine. A locked loop locks itself to its thread for
+// good: the ring belongs to the thread that made it (SINGLE_ISSUER,
+// DEFER_TASKRUN), and when run returns the runtime ends the thread with
+// it. A parked loop runs on whatever thread the scheduler gives it.
 func (l *loop) run(started chan<- error) {
-	runtime.LockOSThread()
+	if l.locked {
+		runtime.LockOSThread()
+	}
 	if err := l.setup(); err != nil {
 		l.teardownRing()
 		started <- err
@@ -125,15 +140,18 @@ func (l *loop) run(started chan<- error) {
 
 func (l *loop) setup() error {
 	var err error
-	if l.mode == ModeSQPoll {
+	switch {
+	case l.mode == ModeSQPoll:
 		l.ring, err = newSQPollRing(l.tuning, nil)
-	} else {
+	case l.locked:
 		l.ring, err = newLoopRing(l.tuning.SQEntries, l.tuning.CQEntries)
+	default:
+		l.ring, err = newRing(l.tuning.SQEntries, uring.Params{CQEntries: l.tuning.CQEntries}, parkedFlags)
 	}
 	if err != nil {
 		return err
 	}
-	if l.mode != ModeSQPoll {
+	if l.locked && l.mode != ModeSQPoll {
 		// Best effort: saves a file table lookup per enter.
 		l.ring.RegisterRingFD()
 		if l.ring.Params.Features&uring.FeatMinTimeout != 0 {
@@ -148,12 +166,16 @@ func (l *loop) setup() error {
 			l.fixed = n
 		}
 	}
-	if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		l.evfd = -1
-		return os.NewSyscallError("eventfd", err)
-	}
-	if l.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
-		return os.NewSyscallError("mmap", err)
+	if l.locked {
+		if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+			l.evfd = -1
+			return os.NewSyscallError("eventfd", err)
+		}
+		if l.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
+			return os.NewSyscallError("mmap", err)
+		}
+	} else if l.parker, err = newParker(l); err != nil {
+		return err
 	}
 	if l.mode != ModeReactor {
 		if l.bufs, err = newBufPool(l, l.tuning.Buffers, l.tuning.BufferSize); err != nil {
@@ -170,7 +192,9 @@ func (l *loop) setup() error {
 			return err
 		}
 	}
-	l.armWake()
+	if l.locked {
+		l.armWake()
+	}
 	return nil
 }
 
@@ -201,6 +225,9 @@ func (l *loop) teardownRing() {
 	if l.stage != nil {
 		l.stage.close()
 	}
+	if l.parker != nil {
+		l.parker.close()
+	}
 	if l.ring != nil {
 		l.ring.Close()
 	}
@@ -225,6 +252,10 @@ func (l *loop) post(t task) {
 func (l *loop) wake() {
 	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
 		l.stats.Wakeups.Add(1)
+		if l.parker != nil {
+			l.parker.wake()
+			return
+		}
 		var one = [8]byte{1}
 		unix.Write(l.evfd, one[:])
 	}
@@ -389,8 +420,8 @@ func (l *loop) submitOrWait() {
 	}
 	if !l.yielded && l.blockers > 0 {
 		// Handlers this turn woke may be runnable on our P: let them run
-		// and hand us their output before we block, so it goes out in
-		// this enter rather than after a wake-up.
+		// and hand us their output before we sleep, so it goes out in
+		// the next enter rather than after a wake-up.
 		l.yielded = true
 		runtime.Gosched()
 		if l.pending() {
@@ -403,11 +434,13 @@ func (l *loop) submitOrWait() {
 		l.sleeping.Store(false)
 		return
 	}
-	if l.mode == ModeSQPoll && l.spin() {
-		l.sleeping.Store(false)
-		return
+	switch {
+	case l.mode == ModeSQPoll && l.spin():
+	case l.locked:
+		l.submit(1)
+	default:
+		l.park()
 	}
-	l.submit(1)
 	l.sleeping.Store(false)
 }
 

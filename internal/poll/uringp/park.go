@@ -1,0 +1,119 @@
+//go:build linux
+
+package uringp
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+// A parked loop sleeps in Go's network poller instead of io_uring_enter:
+// its ring's descriptor, registered there, polls readable when completions
+// are ready (io_uring_poll in io_uring/io_uring.c). The loop goroutine is
+// then an ordinary goroutine. It holds no thread while it sleeps, and
+// waking the handler goroutines of its connections, and being woken by
+// them, is a goroutine switch on the same P. A locked loop pays a thread
+// switch there instead (two per turn that wakes handlers): its P moves to
+// another thread to run them and comes back.
+//
+// The ring then cannot be bound to one thread. It has no SINGLE_ISSUER and
+// no DEFER_TASKRUN, and any thread the loop goroutine runs on may enter it.
+// With COOP_TASKRUN, a completion's task work goes to the thread that
+// submitted the request without an interrupt. That thread runs it at its
+// next entry into the kernel, or wakes for it if it sleeps interruptibly
+// (task_work_add with TWA_SIGNAL_NO_IPI, kernel/task_work.c). Without
+// COOP_TASKRUN, every completion would interrupt that thread with an IPI.
+//
+// Wake-ups need no syscall: a producer sets the descriptor's read deadline
+// in the past, which ends the loop's wait in the poller at once (as
+// net/http interrupts a blocked read).
+
+// parkedFlags are the setup flags of a parked loop's ring, in the order
+// uring.NewRingFallback tries them: NO_SQARRAY (6.6), SUBMIT_ALL (5.18)
+// and COOP_TASKRUN (5.19) are dropped, newest first, on kernels without
+// them.
+var parkedFlags = []uint32{
+	uring.SetupCoopTaskrun | uring.SetupTaskrunFlag | uring.SetupSubmitAll | uring.SetupNoSQArray | uring.SetupCQSize,
+	uring.SetupCoopTaskrun | uring.SetupTaskrunFlag | uring.SetupSubmitAll | uring.SetupCQSize,
+	uring.SetupCQSize,
+}
+
+// aLongTimeAgo is a deadline that has passed: setting it wakes the loop.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// parker is what a parked loop waits on: its ring's descriptor (a
+// duplicate, non-blocking, which the poller owns) as a RawConn.
+type parker struct {
+	file  *os.File
+	rc    syscall.RawConn
+	ready func(uintptr) bool // l.readyToRun, made once
+	timed bool               // a deadline is set on file
+}
+
+// newParker registers a duplicate of l's ring descriptor with Go's
+// poller.
+func newParker(l *loop) (*parker, error) {
+	fd, err := unix.FcntlInt(uintptr(l.ring.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("fcntl(O_NONBLOCK)", err)
+	}
+	p := &parker{file: os.NewFile(uintptr(fd), "io_uring")}
+	if p.rc, err = p.file.SyscallConn(); err != nil {
+		p.file.Close()
+		return nil, err
+	}
+	p.ready = l.readyToRun
+	return p, nil
+}
+
+func (p *parker) close() { p.file.Close() }
+
+// wake ends the loop's wait, or its next one if it is not waiting yet.
+func (p *parker) wake() { p.file.SetReadDeadline(aLongTimeAgo) }
+
+// park submits what is queued and sleeps in Go's poller until a
+// completion is ready, a producer wakes the loop or the next timer is due.
+func (l *loop) park() {
+	p := l.parker
+	if l.ring.SQReady() > 0 {
+		l.submit(0)
+	}
+	if d, timed := l.nextTimer(); timed {
+		p.file.SetReadDeadline(time.Now().Add(max(d, time.Microsecond)))
+		p.timed = true
+	}
+	l.stats.Parks.Add(1)
+	err := p.rc.Read(p.ready)
+	if p.timed || err != nil {
+		// A deadline, ours or a producer's, is cleared only once it was
+		// seen (a producer's may also land during the turn: it wakes the
+		// next wait at once, which finds the inbox as it is).
+		p.file.SetReadDeadline(time.Time{})
+		p.timed = false
+	}
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		panic("ringpoll: waiting for io_uring completions: " + err.Error())
+	}
+}
+
+// readyToRun reports whether the loop has work; when it has none, the
+// poller parks it until the ring's descriptor polls readable. Task work
+// queued for this thread runs first: with COOP_TASKRUN it waits for the
+// thread to enter the kernel.
+func (l *loop) readyToRun(uintptr) bool {
+	if l.ring.SQFlags()&uring.SQTaskrun != 0 {
+		l.stats.EnterGetEvents.Add(1)
+		l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+	}
+	return l.ring.CQReady() > 0 || l.pending()
+}
