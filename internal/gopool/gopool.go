@@ -7,6 +7,12 @@
 // on a read), so the number of workers is not capped: when no worker is idle,
 // Go simply starts another one.
 //
+// Handing a task to an idle worker costs one uncontended lock and one
+// channel send to a goroutine parked on a channel of its own: no timer is
+// touched per task. Idle workers are kept on a stack, so the most recently
+// used one (its stack warm in the cache) runs the next task, and those at the
+// bottom, idle longest, are the ones a periodic sweep lets go.
+//
 // A Pool does not recover panics. A task that panics crashes the program
 // exactly as it would if it had been started with a plain go statement.
 package gopool
@@ -24,18 +30,24 @@ const defaultIdle = time.Second
 // is not usable. All methods are safe for concurrent use by multiple
 // goroutines.
 type Pool struct {
-	// tasks is unbuffered: a send succeeds only when an idle worker is
-	// parked receiving on it, which is exactly the hand-off Go wants.
-	tasks chan func()
-	// done is closed by Close; workers select on it to exit.
-	done chan struct{}
 	idle time.Duration
 
-	// closed mirrors "done is closed" so that Go can check it with one
+	// closed mirrors "Close was called" so that Go can check it with one
 	// atomic load. It is written only with mu held.
 	closed atomic.Bool
 
 	mu sync.Mutex
+	// parked holds the idle workers, each blocked receiving on its task
+	// channel (or about to), in the order they parked: their park epochs
+	// never decrease from the bottom up.
+	parked []*worker
+	// epoch counts sweeps; a worker parked in an earlier epoch than the
+	// current one has been idle for at least one sweep period.
+	epoch uint64
+	// sweep lets go of the workers idle for a whole period; it is
+	// scheduled while workers are parked (sweeping).
+	sweep    *time.Timer
+	sweeping bool
 	// n is the number of live worker goroutines.
 	n int
 	// zero is non-nil while n > 0; it is closed (and reset to nil) when
@@ -43,17 +55,25 @@ type Pool struct {
 	zero chan struct{}
 }
 
-// New returns a Pool whose idle workers wait up to idle for a new task
-// before exiting. A non-positive idle means one second.
+// worker is one goroutine of the pool.
+type worker struct {
+	// task passes the next task to the parked worker, or nil to make it
+	// exit. Its capacity of one lets the sender go on whether or not the
+	// worker is blocked on it yet.
+	task  chan func()
+	epoch uint64 // the pool's epoch when the worker parked
+}
+
+// New returns a Pool whose idle workers wait between idle and twice idle
+// for a new task before exiting. A non-positive idle means one second.
 func New(idle time.Duration) *Pool {
 	if idle <= 0 {
 		idle = defaultIdle
 	}
-	return &Pool{
-		tasks: make(chan func()),
-		done:  make(chan struct{}),
-		idle:  idle,
-	}
+	p := &Pool{idle: idle}
+	p.sweep = time.AfterFunc(time.Hour, p.sweepIdle)
+	p.sweep.Stop()
+	return p
 }
 
 // Go runs f on a worker goroutine of the pool. If a worker is idle, f is
@@ -80,15 +100,21 @@ func (p *Pool) Go(f func()) {
 	p.spawn(f)
 }
 
-// tryGo hands f to an idle worker if one is parked waiting for a task and
-// reports whether it did. It never blocks and does not allocate.
+// tryGo hands f to an idle worker if one is parked and reports whether it
+// did. It never blocks and does not allocate.
 func (p *Pool) tryGo(f func()) bool {
-	select {
-	case p.tasks <- f:
-		return true
-	default:
+	p.mu.Lock()
+	n := len(p.parked)
+	if n == 0 {
+		p.mu.Unlock()
 		return false
 	}
+	w := p.parked[n-1]
+	p.parked[n-1] = nil
+	p.parked = p.parked[:n-1]
+	p.mu.Unlock()
+	w.task <- f
+	return true
 }
 
 // spawn starts a new worker goroutine whose first task is f, or runs f on a
@@ -105,44 +131,64 @@ func (p *Pool) spawn(f func()) {
 	}
 	p.n++
 	p.mu.Unlock()
-	go p.worker(f)
+	go p.work(&worker{task: make(chan func(), 1)}, f)
 }
 
-// worker runs f and then further tasks received from p.tasks until it has
-// been idle for p.idle or the pool is closed.
-func (p *Pool) worker(f func()) {
+// work runs f and then further tasks handed to w until it is told to exit.
+func (p *Pool) work(w *worker, f func()) {
 	// No defer/recover: a panicking task must crash like a plain goroutine.
-	f()
-	timer := time.NewTimer(p.idle)
-	for {
-		f = nil // do not keep the finished task's closure reachable while idle
-		// A busy worker that finishes after Close exits here rather than
-		// racing the closed done channel against a new task below.
-		select {
-		case <-p.done:
-			p.exit(timer)
-			return
-		default:
-		}
-		// Since Go 1.23, Reset guarantees no stale value is received from
-		// timer.C afterwards, even if the timer fired while we were busy.
-		timer.Reset(p.idle)
-		select {
-		case f = <-p.tasks:
-		case <-timer.C:
-			p.exit(timer)
-			return
-		case <-p.done:
-			p.exit(timer)
-			return
-		}
+	for f != nil {
 		f()
+		f = nil // do not keep the finished task's closure reachable while idle
+		f = p.park(w)
+	}
+	p.exit()
+}
+
+// park puts w on the idle stack and waits for its next task; nil means
+// exit.
+func (p *Pool) park(w *worker) func() {
+	p.mu.Lock()
+	if p.closed.Load() {
+		// A busy worker that finishes after Close exits here.
+		p.mu.Unlock()
+		return nil
+	}
+	w.epoch = p.epoch
+	p.parked = append(p.parked, w)
+	if !p.sweeping {
+		p.sweeping = true
+		p.sweep.Reset(p.idle)
+	}
+	p.mu.Unlock()
+	return <-w.task
+}
+
+// sweepIdle runs every idle period while workers are parked: it lets go of
+// those parked since before the last sweep.
+func (p *Pool) sweepIdle() {
+	p.mu.Lock()
+	old := 0
+	for old < len(p.parked) && p.parked[old].epoch < p.epoch {
+		old++
+	}
+	stale := make([]*worker, old)
+	copy(stale, p.parked[:old])
+	p.parked = append(p.parked[:0], p.parked[old:]...)
+	clear(p.parked[len(p.parked) : len(p.parked)+old])
+	p.epoch++
+	p.sweeping = len(p.parked) > 0 && !p.closed.Load()
+	if p.sweeping {
+		p.sweep.Reset(p.idle)
+	}
+	p.mu.Unlock()
+	for _, w := range stale {
+		w.task <- nil
 	}
 }
 
 // exit records that a worker goroutine is about to return.
-func (p *Pool) exit(timer *time.Timer) {
-	timer.Stop()
+func (p *Pool) exit() {
 	p.mu.Lock()
 	p.n--
 	if p.n == 0 {
@@ -160,11 +206,15 @@ func (p *Pool) exit(timer *time.Timer) {
 // Close is safe for concurrent use.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	if !p.closed.Load() {
-		p.closed.Store(true)
-		close(p.done)
-	}
+	p.closed.Store(true)
+	idle := p.parked
+	p.parked = nil
+	p.sweep.Stop()
+	p.sweeping = false
 	p.mu.Unlock()
+	for _, w := range idle {
+		w.task <- nil
+	}
 }
 
 // Wait blocks until the pool has no worker goroutines left. After Close it
