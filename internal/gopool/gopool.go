@@ -1,17 +1,19 @@
 // Package gopool provides a goroutine pool for running connection handlers.
 //
-// A Pool keeps worker goroutines alive for a short idle period after they
-// finish a task, so that a burst of short-lived handlers reuses a few
-// goroutines (and their already-grown stacks) instead of starting a fresh
-// goroutine for every task. Handlers may block for a long time (for example
-// on a read), so the number of workers is not capped: when no worker is idle,
-// Go simply starts another one.
+// Tasks wait in one queue, and the pool's worker goroutines take them in
+// order. A worker runs one task after another for as long as the queue has
+// any, on its one stack, so a burst of short tasks costs one goroutine
+// wake-up, not one each. Tasks may block for a long time (for example on a
+// read), so no task may wait behind another: a worker that takes a task
+// while more are queued first makes sure another worker is on its way (a
+// parked one woken, or a new one started), which takes the next task if
+// the first worker is still busy with its own. The number of workers is
+// thus not capped; it grows to the number of tasks blocked at once, plus
+// one.
 //
-// Handing a task to an idle worker costs one uncontended lock and one
-// channel send to a goroutine parked on a channel of its own: no timer is
-// touched per task. Idle workers are kept on a stack, so the most recently
-// used one (its stack warm in the cache) runs the next task, and those at the
-// bottom, idle longest, are the ones a periodic sweep lets go.
+// Idle workers park on a stack, so the most recently used one (its stack
+// warm in the cache) is woken next, and a periodic sweep lets go of those
+// at the bottom that stayed idle for a whole period.
 //
 // A Pool does not recover panics. A task that panics crashes the program
 // exactly as it would if it had been started with a plain go statement.
@@ -37,9 +39,16 @@ type Pool struct {
 	closed atomic.Bool
 
 	mu sync.Mutex
-	// parked holds the idle workers, each blocked receiving on its task
-	// channel (or about to), in the order they parked: their park epochs
-	// never decrease from the bottom up.
+	// tasks[head:] are the queued tasks, oldest first.
+	tasks []func()
+	head  int
+	// helper is set while a worker has been woken or started to take
+	// queued tasks and has not looked at the queue yet: Go and busy
+	// workers need not wake another.
+	helper bool
+	// parked holds the idle workers, each blocked on its wake channel
+	// (or about to), in the order they parked: their park epochs never
+	// decrease from the bottom up.
 	parked []*worker
 	// epoch counts sweeps; a worker parked in an earlier epoch than the
 	// current one has been idle for at least one sweep period.
@@ -57,10 +66,10 @@ type Pool struct {
 
 // worker is one goroutine of the pool.
 type worker struct {
-	// task passes the next task to the parked worker, or nil to make it
-	// exit. Its capacity of one lets the sender go on whether or not the
-	// worker is blocked on it yet.
-	task  chan func()
+	// wake tells the parked worker to take tasks (true) or to exit
+	// (false). Its capacity of one lets the sender go on whether or not
+	// the worker is blocked on it yet.
+	wake  chan bool
 	epoch uint64 // the pool's epoch when the worker parked
 }
 
@@ -76,10 +85,10 @@ func New(idle time.Duration) *Pool {
 	return p
 }
 
-// Go runs f on a worker goroutine of the pool. If a worker is idle, f is
-// handed to it; otherwise a new worker goroutine is started for f. Go never
-// blocks and there is no limit on the number of workers, so f may block for
-// as long as it likes.
+// Go runs f on a worker goroutine of the pool: it queues f and, unless a
+// worker is already on its way to the queue, wakes an idle worker or
+// starts a new one. Go never blocks and there is no limit on the number of
+// workers, so f may block for as long as it likes.
 //
 // Go called after Close has returned still runs f, on a new plain goroutine
 // that is not a worker of the pool: it is not counted by Workers and not
@@ -94,36 +103,30 @@ func (p *Pool) Go(f func()) {
 		go f()
 		return
 	}
-	if p.tryGo(f) {
-		return
-	}
-	p.spawn(f)
-}
-
-// tryGo hands f to an idle worker if one is parked and reports whether it
-// did. It never blocks and does not allocate.
-func (p *Pool) tryGo(f func()) bool {
-	p.mu.Lock()
-	n := len(p.parked)
-	if n == 0 {
-		p.mu.Unlock()
-		return false
-	}
-	w := p.parked[n-1]
-	p.parked[n-1] = nil
-	p.parked = p.parked[:n-1]
-	p.mu.Unlock()
-	w.task <- f
-	return true
-}
-
-// spawn starts a new worker goroutine whose first task is f, or runs f on a
-// plain goroutine if the pool has been closed in the meantime.
-func (p *Pool) spawn(f func()) {
 	p.mu.Lock()
 	if p.closed.Load() {
 		p.mu.Unlock()
 		go f()
+		return
+	}
+	p.tasks = append(p.tasks, f)
+	p.callHelper()
+}
+
+// callHelper, with mu held, makes sure a worker is on its way to the
+// queue, and unlocks mu.
+func (p *Pool) callHelper() {
+	if p.helper {
+		p.mu.Unlock()
+		return
+	}
+	p.helper = true
+	if n := len(p.parked); n > 0 {
+		w := p.parked[n-1]
+		p.parked[n-1] = nil
+		p.parked = p.parked[:n-1]
+		p.mu.Unlock()
+		w.wake <- true
 		return
 	}
 	if p.n == 0 {
@@ -131,28 +134,49 @@ func (p *Pool) spawn(f func()) {
 	}
 	p.n++
 	p.mu.Unlock()
-	go p.work(&worker{task: make(chan func(), 1)}, f)
+	go p.work(&worker{wake: make(chan bool, 1)})
 }
 
-// work runs f and then further tasks handed to w until it is told to exit.
-func (p *Pool) work(w *worker, f func()) {
-	// No defer/recover: a panicking task must crash like a plain goroutine.
-	for f != nil {
-		f()
-		f = nil // do not keep the finished task's closure reachable while idle
-		f = p.park(w)
-	}
-	p.exit()
-}
-
-// park puts w on the idle stack and waits for its next task; nil means
-// exit.
-func (p *Pool) park(w *worker) func() {
+// work takes and runs queued tasks until it is told to exit. It starts as
+// the helper: woken or started to look at the queue.
+func (p *Pool) work(w *worker) {
 	p.mu.Lock()
+	for {
+		p.helper = false // this worker is looking now
+		for p.head < len(p.tasks) {
+			f := p.tasks[p.head]
+			p.tasks[p.head] = nil
+			p.head++
+			if p.head < len(p.tasks) {
+				// More are queued and f may block: another worker
+				// takes them if this one is still busy.
+				p.callHelper()
+			} else {
+				p.mu.Unlock()
+			}
+			// No defer/recover: a panicking task must crash like a
+			// plain goroutine.
+			f()
+			p.mu.Lock()
+		}
+		p.tasks, p.head = p.tasks[:0], 0
+		if !p.park(w) {
+			break
+		}
+	}
+	p.n--
+	if p.n == 0 {
+		close(p.zero)
+		p.zero = nil
+	}
+	p.mu.Unlock()
+}
+
+// park, with mu held, puts w on the idle stack and waits to be woken; it
+// returns with mu held, reporting false if w must exit.
+func (p *Pool) park(w *worker) bool {
 	if p.closed.Load() {
-		// A busy worker that finishes after Close exits here.
-		p.mu.Unlock()
-		return nil
+		return false
 	}
 	w.epoch = p.epoch
 	p.parked = append(p.parked, w)
@@ -161,7 +185,9 @@ func (p *Pool) park(w *worker) func() {
 		p.sweep.Reset(p.idle)
 	}
 	p.mu.Unlock()
-	return <-w.task
+	work := <-w.wake
+	p.mu.Lock()
+	return work
 }
 
 // sweepIdle runs every idle period while workers are parked: it lets go of
@@ -183,25 +209,15 @@ func (p *Pool) sweepIdle() {
 	}
 	p.mu.Unlock()
 	for _, w := range stale {
-		w.task <- nil
+		w.wake <- false
 	}
-}
-
-// exit records that a worker goroutine is about to return.
-func (p *Pool) exit() {
-	p.mu.Lock()
-	p.n--
-	if p.n == 0 {
-		close(p.zero)
-		p.zero = nil
-	}
-	p.mu.Unlock()
 }
 
 // Close shuts the pool down. Idle workers exit promptly; busy workers exit
-// as soon as their current task returns. Close does not wait for them: call
-// Wait for that. Tasks submitted with Go after Close run on plain
-// goroutines. Calling Close more than once is harmless.
+// once the queue is empty and their current task returns. Close does not
+// wait for them: call Wait for that. Tasks queued before Close still run;
+// tasks submitted with Go after Close run on plain goroutines. Calling
+// Close more than once is harmless.
 //
 // Close is safe for concurrent use.
 func (p *Pool) Close() {
@@ -213,7 +229,7 @@ func (p *Pool) Close() {
 	p.sweeping = false
 	p.mu.Unlock()
 	for _, w := range idle {
-		w.task <- nil
+		w.wake <- false
 	}
 }
 

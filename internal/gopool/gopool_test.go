@@ -109,51 +109,50 @@ func TestAllTasksRun(t *testing.T) {
 
 // TestWorkerReused runs tasks one after the other, each submitted only when
 // the single worker is parked waiting for work, and checks that the same
-// worker runs all of them. Whether a worker is parked cannot be observed
-// from outside, so the test waits for it the only race-free way: by retrying
-// the non-blocking hand-off that Go itself uses (tryGo) until it succeeds.
+// worker runs all of them.
 func TestWorkerReused(t *testing.T) {
 	p := New(time.Hour) // long idle: the worker must not time out mid-test
 	const n = 50
-	var workersSeen atomic.Int64 // max Workers() observed inside a task
-	task := func(done chan struct{}) func() {
-		return func() {
-			if w := int64(p.Workers()); w > workersSeen.Load() {
-				workersSeen.Store(w)
-			}
-			close(done)
-		}
+	parked := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.parked) == 1
 	}
-
-	done := make(chan struct{})
-	p.Go(task(done)) // starts the one worker
-	waitDone(t, done, "first task")
-	for i := 1; i < n; i++ {
-		done = make(chan struct{})
-		f := task(done)
-		deadline := time.Now().Add(testTimeout)
-		for !p.tryGo(f) {
-			if time.Now().After(deadline) {
-				t.Fatalf("task %d: worker never became idle", i)
-			}
-			runtime.Gosched()
+	for i := range n {
+		if i > 0 {
+			waitFor(t, parked, "the worker to park")
 		}
+		done := make(chan struct{})
+		p.Go(func() { close(done) })
 		waitDone(t, done, "task")
 		if w := p.Workers(); w != 1 {
 			t.Fatalf("after task %d: Workers() = %d, want 1", i, w)
 		}
 	}
-	if w := workersSeen.Load(); w != 1 {
-		t.Fatalf("max Workers() seen by tasks = %d, want 1", w)
+	shutdown(t, p)
+}
+
+// TestQueuedTasksPassABlockedOne: tasks queued behind one that blocks still
+// run, and one worker runs a queue of tasks that do not block.
+func TestQueuedTasksPassABlockedOne(t *testing.T) {
+	p := New(time.Hour)
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	p.Go(func() {
+		close(blocked)
+		<-release
+	})
+	waitDone(t, blocked, "the blocking task")
+	const n = 100
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		p.Go(wg.Done)
 	}
-	// With the worker idle, the public Go must hand the task over too; it
-	// may race the worker re-parking, so accept at most one extra worker.
-	done = make(chan struct{})
-	p.Go(func() { close(done) })
-	waitDone(t, done, "task via Go")
-	if w := p.Workers(); w < 1 || w > 2 {
-		t.Fatalf("Workers() after Go = %d, want 1 or 2", w)
-	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	waitDone(t, done, "the tasks queued behind a blocked one")
+	close(release)
 	shutdown(t, p)
 }
 
