@@ -92,6 +92,10 @@ func (fd *FD) StartIdleTimer() {
 	t := time.AfterFunc(time.Duration(1<<62), fd.checkIdle)
 	fd.idleTimer.Store(t)
 	t.Reset(fd.cfg.IdleTimeout)
+	if fd.Closing() {
+		// Closed before the timer was stored: Close did not see it.
+		t.Stop()
+	}
 }
 
 // Close closes fd: blocked and later reads and writes fail with ErrClosed,
@@ -177,17 +181,18 @@ func (fd *FD) checkIdle() {
 	fd.Close()
 }
 
-// ExpireIdle makes fd's idle timer fire now, as if it had been idle for
-// the whole idle timeout: tests use it to close by the idle timer at a
-// moment they choose, through the timer's own path. It does nothing on an
-// FD without an idle timeout.
+// ExpireIdle closes fd as its idle timer does when the idle timeout
+// passed, on a timer goroutine, whatever moved on fd meanwhile and even
+// before the timer was started: tests use it to close by the idle timer at
+// a moment they choose. It does nothing on an FD without an idle timeout.
 func (fd *FD) ExpireIdle() {
-	t := fd.idleTimer.Load()
-	if t == nil {
+	if fd.cfg.IdleTimeout <= 0 {
 		return
 	}
-	fd.lastActive.Store(-int64(fd.cfg.IdleTimeout))
-	t.Reset(0)
+	if t := fd.idleTimer.Load(); t != nil {
+		t.Stop()
+	}
+	time.AfterFunc(0, func() { fd.Close() })
 }
 
 // IdleFor returns how long fd has had no input or output, as its idle
