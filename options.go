@@ -50,6 +50,7 @@ type ringTuning struct {
 	batch                uint32        // WithCompletionBatch; 0: off
 	batchWait            time.Duration // WithCompletionBatch
 	keepP                bool          // WithLoopKeepsP
+	moveEvery            int           // movingLoops
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -306,6 +307,13 @@ func WithLoopKeepsP() Option {
 // multishot recv, as on kernels without a recv byte limit (tests).
 func withoutRecvLimit() Option {
 	return func(c *config) { c.ring.noRecvLimit = true }
+}
+
+// movingLoops makes parked io_uring loops act as if they moved to another
+// thread every n turns, so that they arm their input requests anew while
+// traffic flows (tests).
+func movingLoops(n int) Option {
+	return func(c *config) { c.ring.moveEvery = n }
 }
 
 // withRingEntries sizes the io_uring submission and completion queues

@@ -25,6 +25,10 @@ type LoopStats struct {
 	// (the default; see docs/ARCHITECTURE.md) waited for completions in
 	// Go's poller. Such a loop makes no EnterWait calls.
 	Parks uint64
+	// ThreadMoves counts the turns such a loop found itself on another
+	// OS thread than the turn before. The input requests it armed on the
+	// old thread are armed anew once it stays on the new one.
+	ThreadMoves uint64
 	// EpollWaits counts epoll_wait calls.
 	EpollWaits uint64
 	// SQEs and CQEs count submission entries queued and completions
@@ -45,6 +49,12 @@ type LoopStats struct {
 	// cancel ended: input paused at the high-water mark where the kernel
 	// has no recv byte limit, and connections closing.
 	InputCancels uint64
+	// InputMoves counts input requests cancelled and armed anew because
+	// the loop had moved to another thread (ThreadMoves).
+	InputMoves uint64
+	// CancelRetries counts cancels of input requests sent again because
+	// the request went on after the first reported success.
+	CancelRetries uint64
 	// Accepts counts connections accepted by the loop (multishot accept).
 	Accepts uint64
 	// BytesIn and BytesOut count bytes the loop received and sent (bytes
@@ -79,9 +89,9 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.EpollWaits,
-		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.Accepts,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.ThreadMoves, s.EpollWaits,
+		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired)
 }
 
@@ -113,6 +123,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
 		WaitsKeptP:     p.WaitsKeptP.Load(),
 		Parks:          p.Parks.Load(),
+		ThreadMoves:    p.ThreadMoves.Load(),
 		EpollWaits:     p.PollWaits.Load(),
 		SQEs:           p.SQEs.Load(),
 		CQEs:           p.CQEs.Load(),
@@ -121,6 +132,8 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		CQOverflows:    p.CQOverflows.Load(),
 		Rearms:         p.Rearms.Load(),
 		InputCancels:   p.InputCancels.Load(),
+		InputMoves:     p.InputMoves.Load(),
+		CancelRetries:  p.CancelRetries.Load(),
 		Accepts:        p.Accepts.Load(),
 		BytesIn:        p.BytesIn.Load(),
 		BytesOut:       p.BytesOut.Load(),

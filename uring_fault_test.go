@@ -45,6 +45,9 @@ func ufStats(ln *Listener) LoopStats {
 		s.EnterWait += l.EnterWait
 		s.EnterGetEvents += l.EnterGetEvents
 		s.EnterWakeSQ += l.EnterWakeSQ
+		s.WaitsKeptP += l.WaitsKeptP
+		s.Parks += l.Parks
+		s.ThreadMoves += l.ThreadMoves
 		s.SQEs += l.SQEs
 		s.CQEs += l.CQEs
 		s.Wakeups += l.Wakeups
@@ -52,10 +55,13 @@ func ufStats(ln *Listener) LoopStats {
 		s.CQOverflows += l.CQOverflows
 		s.Rearms += l.Rearms
 		s.InputCancels += l.InputCancels
+		s.InputMoves += l.InputMoves
+		s.CancelRetries += l.CancelRetries
 		s.Accepts += l.Accepts
 		s.BytesIn += l.BytesIn
 		s.BytesOut += l.BytesOut
 		s.BuffersOut += l.BuffersOut
+		s.BuffersRetired += l.BuffersRetired
 	}
 	return s
 }
@@ -922,6 +928,50 @@ func TestUringAcceptEMFILEChild(t *testing.T) {
 func ufFDOpen(fd int) bool {
 	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 	return err == nil
+}
+
+// TestUringRearmAfterThreadMove: a parked loop that moves to another
+// thread arms its connections' input requests anew from there (cancel,
+// then arm again), while traffic flows. Each loop here acts as if it moved
+// every other turn (movingLoops), so the requests are cancelled and armed
+// again over and over, some cancels lost and sent again, under 8 clients
+// doing 300 exchanges each: every echo must be exact, requests must have
+// been moved, and every provided buffer must return.
+func TestUringRearmAfterThreadMove(t *testing.T) {
+	needUring(t)
+	for _, e := range []Engine{EngineUring, EngineUringHybrid, EngineUringReactor} {
+		for _, style := range tsStyles {
+			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
+				ln := listen(t, e, "tcp", movingLoops(2), WithLoops(1))
+				before := ufStats(ln)
+				srv := tsServeEcho(t, ln, style)
+				errs := make(chan error, 8)
+				for i := range 8 {
+					c := tsDialStd(t, "tcp", ln.Addr().String())
+					go func() {
+						defer c.Close()
+						for j := range 300 {
+							if err := tsEchoOnce(c, fmt.Sprintf("client %d echo %d %s", i, j, strings.Repeat("x", j))); err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range 8 {
+					if err := tsRecv(t, errs, "the clients"); err != nil {
+						t.Errorf("echo while the loop moves: %v", err)
+					}
+				}
+				tsEventually(t, "the server to close the connections", func() bool { return srv.live() == 0 })
+				ufBuffersBack(t, ln)
+				if s := ufStats(ln); s.InputMoves == before.InputMoves {
+					t.Errorf("no input request was armed anew (%v)", s)
+				}
+			})
+		}
+	}
 }
 
 // TestUringPauseByCancel runs input backpressure the way kernels without a

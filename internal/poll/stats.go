@@ -20,6 +20,9 @@ type Stats struct {
 	EnterWakeSQ atomic.Uint64
 	// Parks counts waits of an io_uring loop in Go's poller.
 	Parks atomic.Uint64
+	// ThreadMoves counts the turns a parked io_uring loop found itself on
+	// another thread than the turn before.
+	ThreadMoves atomic.Uint64
 	// PollWaits counts epoll_wait calls.
 	PollWaits atomic.Uint64
 	// SQEs counts submission queue entries submitted.
@@ -34,8 +37,15 @@ type Stats struct {
 	CQOverflows atomic.Uint64
 	// Rearms counts multishot requests armed again after they ended.
 	Rearms atomic.Uint64
-	// InputCancels counts input requests a cancel ended.
+	// InputCancels counts input requests a cancel ended, to pause input
+	// or to close.
 	InputCancels atomic.Uint64
+	// InputMoves counts input requests cancelled to be armed anew from
+	// the loop's current thread.
+	InputMoves atomic.Uint64
+	// CancelRetries counts cancels of input requests sent again because
+	// the first was lost.
+	CancelRetries atomic.Uint64
 	// Accepts counts connections accepted by the loop.
 	Accepts atomic.Uint64
 	// BytesIn and BytesOut count payload bytes received and sent by the

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,6 +114,58 @@ func check() error {
 		return fmt.Errorf("io_uring self-test (multishot recv with a buffer ring, Linux 6.0): %w", err)
 	}
 	return nil
+}
+
+// recvLimitWorks reports whether the kernel caps a multishot recv at a
+// byte count (SetRecvLimit): it arms one on a socketpair, once per
+// process, and sees whether it fails with EINVAL. Where it does not, input
+// backpressure cancels the recv instead, which only a locked loop does
+// reliably (cancel.go).
+var recvLimitWorks = sync.OnceValue(func() bool {
+	errc := make(chan bool, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		errc <- probeRecvLimit()
+	}()
+	return <-errc
+})
+
+func probeRecvLimit() bool {
+	r, err := newLoopRing(8, 16)
+	if err != nil {
+		return true // no ring: the engines will not start anyway
+	}
+	defer r.Close()
+	arena, err := uring.NewArena(2, 64)
+	if err != nil {
+		return true
+	}
+	defer arena.Free()
+	br, err := uring.NewBufRing(r, 2, 0)
+	if err != nil {
+		return true
+	}
+	defer br.Close()
+	for i := range 2 {
+		br.Add(arena.Buf(i), uint16(i), i)
+	}
+	br.Advance(2)
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(sp[0])
+	defer unix.Close(sp[1])
+	sqe := r.GetSQE()
+	sqe.PrepRecvMultishot(sp[0], 0, 0)
+	sqe.SetRecvLimit(64)
+	unix.Write(sp[1], []byte{1})
+	if _, err := r.SubmitAndWaitTimeout(1, time.Second); err != nil && !uring.IsTemporary(err) {
+		return true
+	}
+	var cqe [1]uring.CQE
+	return r.PeekCQE(cqe[:]) == 0 || cqe[0].Res != -int32(unix.EINVAL)
 }
 
 // explainSetup turns a failed io_uring_setup into the reason.

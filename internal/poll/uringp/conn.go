@@ -40,6 +40,9 @@ type conn struct {
 	outArmed     bool          // a multishot POLLOUT is in flight (after a send's EAGAIN)
 	outCanceling bool          // its cancel is in flight
 	needOut      bool          // output waits for POLLOUT
+	moving       bool          // the input request is cancelled to be armed anew (park.go)
+	cancelTick   uint8         // l.cancelClock when that cancel was prepared (cancel.go)
+	retrying     bool          // on l.cancels (cancel.go)
 	outSeq       atomic.Uint32 // POLLOUT CQEs seen
 	sendSeq      uint32        // outSeq when the send in flight was issued; under lockSend
 
@@ -47,12 +50,15 @@ type conn struct {
 	// submit sends too (shared is set). In the other modes only the loop
 	// touches them, and lockSend takes no lock.
 	sendMu   sync.Mutex
-	shared   bool      // uring-sqpoll; set before the conn is posted to the loop
-	attached bool      // under lockSend
-	sendBusy bool      // a send is in flight; under lockSend
-	tearing  bool      // cancelling; no new requests; under lockSend
-	staged   uint16    // the send in flight copied c.iov into this staging buffer (index+1; 0: none)
-	ring     *sendRing // uring-sqpoll: the ring this conn sends on
+	shared   bool   // uring-sqpoll; set before the conn is posted to the loop
+	attached bool   // under lockSend
+	sendBusy bool   // a send is in flight; under lockSend
+	tearing  bool   // cancelling; no new requests; under lockSend
+	staged   uint16 // the send in flight copied c.iov into this staging buffer (index+1; 0: none)
+	// armThread is l.thread when the input request was armed (park.go).
+	// It belongs to the loop goroutine.
+	armThread uint16
+	ring      *sendRing // uring-sqpoll: the ring this conn sends on
 
 	iov    [][]byte
 	gather *sendGather // made on the first send of more than one slice
@@ -126,6 +132,7 @@ func (l *loop) armRecv(c *conn) {
 		sqe.UserData = userData(kindRecv, c.gen, c.slot)
 	}
 	c.recvArmed = true
+	c.armThread = l.thread
 }
 
 // useFixed makes sqe name c's fixed-file slot instead of its descriptor,
@@ -167,8 +174,8 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	if c == nil {
 		return
 	}
-	if cqe.More() && c.closing && l.isTearing(c) {
-		l.cancelRecv(c) // again, if teardown's cancel missed it
+	if cqe.More() {
+		l.cancelIfStale(c)
 	}
 	switch {
 	case cqe.Res > 0:
@@ -204,7 +211,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 			l.starving.Store(true)
 		}
 	case cqe.Res == -int32(unix.ECANCELED):
-		l.stats.InputCancels.Add(1)
+		l.countCancel(c)
 	case cqe.Res == -int32(unix.EINVAL) && c.limited && !l.noRecvLimit:
 		// The kernel knows no recv limit: pause by cancelling instead.
 		l.noRecvLimit = true
@@ -216,7 +223,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	if cqe.More() {
 		return
 	}
-	c.recvArmed, c.canceling = false, false
+	c.recvArmed, c.canceling, c.moving = false, false, false
 	if l.isTearing(c) {
 		l.maybeDetach(c)
 		return
@@ -227,32 +234,38 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	}
 }
 
+// cancelIfStale runs when c's input request completed and goes on. It
+// cancels the request if c is being torn down (again, in case teardown's
+// cancel missed it) or if the request was armed on another thread than the
+// loop's (park.go).
+func (l *loop) cancelIfStale(c *conn) {
+	if c.canceling {
+		l.resendCancel(c)
+		return
+	}
+	switch {
+	case c.closing && l.isTearing(c):
+		l.cancelRecv(c)
+	case l.armedElsewhere(c):
+		c.moving = true
+		l.cancelRecv(c)
+	}
+}
+
+// countCancel counts an input request that a cancel ended: as moved if it
+// was cancelled only to be armed anew, else in InputCancels.
+func (l *loop) countCancel(c *conn) {
+	if c.moving && !c.paused && !c.closing {
+		l.stats.InputMoves.Add(1)
+		return
+	}
+	l.stats.InputCancels.Add(1)
+}
+
 func (l *loop) wakeReader(c *conn) {
 	if !c.notified {
 		c.notified = true
 		l.notify = append(l.notify, c)
-	}
-}
-
-func (l *loop) cancelRecv(c *conn) {
-	if c.recvArmed && !c.canceling {
-		c.canceling = true
-		k := kindRecv
-		if c.pollIn {
-			k = kindPoll
-		}
-		l.cancelAs(userData(k, c.gen, c.slot), userData(kindCancelInput, c.gen, c.slot))
-	}
-}
-
-// cancelInputMissed handles a cancel of c's input request that did not
-// find it: the request was running (EALREADY) or had ended (ENOENT). If it
-// is still armed, the next completion over the high-water mark, or on a
-// closing connection, cancels it again (recvDone, pollDone): retried at
-// once, a cancel that keeps finding the request running would spin.
-func (l *loop) cancelInputMissed(c *conn) {
-	if c != nil && c.recvArmed && c.canceling {
-		c.canceling = false
 	}
 }
 

@@ -9,11 +9,13 @@
 //	uring-reactor  multishot POLL_ADD, then read(2)        writers send(2) themselves; leftovers wait for POLLOUT
 //	uring-sqpoll   as uring, on an SQPOLL ring             writers submit SEND on mutex-guarded SQPOLL send rings
 //
-// Each loop owns one ring, created and entered only on the loop
-// goroutine's locked OS thread. The loop blocks in io_uring_enter; other
-// goroutines reach it through an inbox and wake it, only when it sleeps,
-// with an eventfd on which the loop keeps a READ armed. Listening sockets
-// are served by multishot accept.
+// Each loop owns one ring, which only the loop goroutine enters. By
+// default the loop is an ordinary goroutine that sleeps in Go's poller on
+// the ring's descriptor (park.go); uring-sqpoll, and loops asked to keep
+// their P or to batch completions, lock their OS thread and sleep in
+// io_uring_enter instead. Other goroutines reach a loop through an inbox
+// and wake it, only when it sleeps. Listening sockets are served by
+// multishot accept.
 //
 // user_data never holds a Go pointer: it is kind:8 | generation:24 |
 // slot:32, an index into the loop's table of connections. A connection's
@@ -78,6 +80,10 @@ type Tuning struct {
 	// as long as another P is left for the rest of the program (see
 	// keptPs). Ignored by uring-sqpoll.
 	KeepP bool
+	// MoveEvery, if above 0, makes a parked loop act as if it had moved to
+	// another thread every MoveEvery turns and stayed there, so that it
+	// arms input requests anew (tests).
+	MoveEvery int
 }
 
 func (t Tuning) withDefaults() Tuning {
@@ -113,6 +119,9 @@ type Engine struct {
 // caller decides whether to fall back to epoll.
 func New(m Mode, n int, t Tuning) (*Engine, error) {
 	t = t.withDefaults()
+	if m != ModeReactor && !recvLimitWorks() {
+		t.NoRecvLimit = true
+	}
 	if t.Buffers&(t.Buffers-1) != 0 || t.Buffers > 1<<15 {
 		return nil, fmt.Errorf("uring: %d buffers: want a power of two up to 32768", t.Buffers)
 	}

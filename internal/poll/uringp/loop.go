@@ -43,13 +43,28 @@ type loop struct {
 	stats  poll.Stats
 
 	// locked: the loop keeps its thread and sleeps in io_uring_enter
-	// (uring-sqpoll, KeepP, a completion batch); otherwise it parks in
-	// Go's poller (park.go).
-	locked   bool
-	parker   *parker // !locked
-	evfd     int     // locked: the wake-up eventfd
-	sleeping atomic.Bool
-	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
+	// (uring-sqpoll, KeepP, a completion batch, or input paused by cancel
+	// on kernels without a recv byte limit, whose cancels a parked ring
+	// loses too often: cancel.go); otherwise it parks in Go's poller
+	// (park.go).
+	locked bool
+	parker *parker // !locked
+	// tid is the thread the loop last ran on; thread counts the changes
+	// (wrapping) and settled the turns since the last (park.go).
+	tid     int
+	thread  uint16
+	settled int
+	turns   int // loop turns, counted
+	// cancels lists the connections with an input cancel in flight,
+	// looked at every cancelTick (cancel.go), next at cancelAt.
+	cancels  []*conn
+	cancelAt time.Time
+	// cancelClock ticks with every enter and every cancel tick: a cancel
+	// two ticks old has had its effect (cancel.go).
+	cancelClock uint8
+	evfd        int // locked: the wake-up eventfd
+	sleeping    atomic.Bool
+	starving    atomic.Bool // some connection waits for buffers (ENOBUFS)
 
 	mu    sync.Mutex
 	tasks []task
@@ -90,7 +105,7 @@ func newLoop(m Mode, t Tuning) *loop {
 	return &loop{
 		mode:        m,
 		tuning:      t,
-		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1,
+		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit,
 		evfd:        -1,
 		draining:    map[*conn]time.Time{},
 		noRecvLimit: t.NoRecvLimit,
@@ -112,6 +127,10 @@ func (l *loop) run(started chan<- error) {
 	}
 	started <- nil
 	for {
+		l.turns++
+		if l.parker != nil {
+			l.checkThread()
+		}
 		if l.runTasks() {
 			l.stopping = true
 		}
@@ -345,6 +364,7 @@ func (l *loop) submit(wait uint32) {
 		return
 	}
 	toSubmit := l.ring.Flush()
+	l.cancelClock++
 	var err error
 	switch {
 	case wait > 0:
@@ -499,7 +519,9 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 	case kindPollOut:
 		l.pollOutDone(c, cqe)
 	case kindCancelInput:
-		l.cancelInputMissed(c)
+		if cqe.Res != 0 {
+			l.cancelInputMissed(c)
+		}
 	}
 }
 
@@ -520,14 +542,13 @@ func (l *loop) cancel(ud uint64) { l.cancelAs(ud, userData(kindCancel, 0, 0)) }
 func (l *loop) cancelAs(ud, own uint64) {
 	sqe := l.getSQE()
 	sqe.PrepCancel64(ud, 0)
-	sqe.Flags |= uring.SqeCQESkipSuccess
 	sqe.UserData = own
 }
 
-// nextTimer returns the time to the nearest drain deadline or accept
-// retry.
+// nextTimer returns the time to the nearest drain deadline, accept retry
+// or cancel tick.
 func (l *loop) nextTimer() (time.Duration, bool) {
-	var first time.Time
+	first := l.cancelAt
 	for _, t := range l.draining {
 		if first.IsZero() || t.Before(first) {
 			first = t
@@ -546,10 +567,13 @@ func (l *loop) nextTimer() (time.Duration, bool) {
 
 // expire acts on passed deadlines.
 func (l *loop) expire() {
-	if len(l.draining) == 0 && !l.acceptWaits() {
+	if len(l.draining) == 0 && !l.acceptWaits() && l.cancelAt.IsZero() {
 		return // no deadline: spare the clock read
 	}
 	now := time.Now()
+	if !l.cancelAt.IsZero() && !now.Before(l.cancelAt) {
+		l.retryCancels(now)
+	}
 	for c, t := range l.draining {
 		if !now.Before(t) {
 			l.teardown(c)

@@ -30,6 +30,18 @@ import (
 // (task_work_add with TWA_SIGNAL_NO_IPI, kernel/task_work.c). Without
 // COOP_TASKRUN, every completion would interrupt that thread with an IPI.
 //
+// A request's task work goes to the thread that submitted it for as long
+// as the request lives, and a multishot receive lives as long as its
+// connection. When the loop goroutine moves to another thread (the
+// scheduler gave its P to another thread while one slept in a syscall, or
+// several Ps take turns running it), the receives it armed before still
+// wake their old thread, which may sleep in a futex, for every arrival: a
+// context switch each. So a loop notes the thread it runs on each turn,
+// and once it has stayed on a new one for settleTurns turns, it cancels
+// and re-arms, from there, each input request armed elsewhere when that
+// request next completes. A loop that keeps moving between threads never
+// settles and re-arms nothing.
+//
 // Wake-ups need no syscall: a producer sets the descriptor's read deadline
 // in the past, which ends the loop's wait in the poller at once (as
 // net/http interrupts a blocked read).
@@ -43,6 +55,10 @@ var parkedFlags = []uint32{
 	uring.SetupCoopTaskrun | uring.SetupTaskrunFlag | uring.SetupSubmitAll | uring.SetupCQSize,
 	uring.SetupCQSize,
 }
+
+// settleTurns is how many turns a loop must run on one thread before it
+// re-arms input requests armed on another.
+const settleTurns = 64
 
 // aLongTimeAgo is a deadline that has passed: setting it wakes the loop.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -106,6 +122,32 @@ func (l *loop) park() {
 	}
 }
 
+// checkThread notes which thread the loop runs on (gettid: one raw
+// syscall a turn).
+func (l *loop) checkThread() {
+	tid := unix.Gettid()
+	moved := tid != l.tid && l.tid != 0
+	l.tid = tid
+	if l.tuning.MoveEvery > 0 {
+		// Tests: a move every MoveEvery turns, settled at once.
+		moved, l.settled = l.turns%l.tuning.MoveEvery == 0, settleTurns
+	} else if moved {
+		l.settled = 0
+	} else if l.settled < settleTurns {
+		l.settled++
+	}
+	if moved {
+		l.stats.ThreadMoves.Add(1)
+		l.thread++
+	}
+}
+
+// armedElsewhere reports whether c's input request was armed on another
+// thread than the one the loop has settled on.
+func (l *loop) armedElsewhere(c *conn) bool {
+	return l.settled >= settleTurns && c.armThread != l.thread && c.recvArmed && !c.canceling
+}
+
 // readyToRun reports whether the loop has work; when it has none, the
 // poller parks it until the ring's descriptor polls readable. Task work
 // queued for this thread runs first: with COOP_TASKRUN it waits for the
@@ -113,6 +155,7 @@ func (l *loop) park() {
 func (l *loop) readyToRun(uintptr) bool {
 	if l.ring.SQFlags()&uring.SQTaskrun != 0 {
 		l.stats.EnterGetEvents.Add(1)
+		l.cancelClock++
 		l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
 	}
 	return l.ring.CQReady() > 0 || l.pending()

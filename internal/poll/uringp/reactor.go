@@ -23,8 +23,8 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 	if c == nil {
 		return
 	}
-	if cqe.More() && c.closing && l.isTearing(c) {
-		l.cancelRecv(c) // again, if teardown's cancel missed it
+	if cqe.More() {
+		l.cancelIfStale(c)
 	}
 	if cqe.Res >= 0 && !l.isTearing(c) {
 		ev := uint32(cqe.Res)
@@ -37,7 +37,7 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 			l.reactorFlush(c)
 		}
 	} else if cqe.Res == -int32(unix.ECANCELED) {
-		l.stats.InputCancels.Add(1)
+		l.countCancel(c)
 	} else if cqe.Res < 0 {
 		c.fd.InputError(errno("poll", cqe.Res))
 		c.fd.InputReady()
@@ -45,14 +45,17 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 	if cqe.More() {
 		return
 	}
-	c.recvArmed, c.canceling = false, false
+	moved := c.moving
+	c.recvArmed, c.canceling, c.moving = false, false, false
 	if l.isTearing(c) {
 		l.maybeDetach(c)
 		return
 	}
-	if cqe.Res >= 0 {
+	if cqe.Res >= 0 || moved && !c.closing {
 		// The poll ended by itself (the kernel may end a multishot
-		// request at any time): arm it again, for output too.
+		// request at any time), or was cancelled to be armed from this
+		// thread: arm it again, for output too. Its first check sees
+		// input that came meanwhile.
 		l.stats.Rearms.Add(1)
 		l.armRecv(c)
 	}

@@ -1,0 +1,16 @@
+//go:build linux
+
+package uringp
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestConnSize keeps the loop's per-connection record in the 144-byte
+// size class: every idle connection carries one.
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(conn{}); n > 144 {
+		t.Errorf("uringp.conn is %d bytes, want at most 144 (idle memory per connection; see docs/RELIABILITY.md)", n)
+	}
+}
