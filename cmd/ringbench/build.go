@@ -19,6 +19,8 @@ type bins struct {
 	ringecho, ringload string // the ringpoll servers; the load generator and std server
 	peerecho, ringplot string // from the bench module: netpoll and gnet, the charts
 	peersErr           error  // why peerecho and ringplot are missing, if they are
+	cEcho              string // bench/c/uring_echo.c, the C liburing reference server
+	cErr               error  // why cEcho is missing, if it is
 }
 
 // findSource returns the repository root: dir if given, else the first
@@ -62,15 +64,20 @@ func goTool() string {
 // build compiles the programs into dir. The ringpoll ones must build; the
 // bench module's (which fetches netpoll, gnet and gonum/plot through the
 // module proxy) may fail, and then bins.peersErr says why.
-func build(ctx context.Context, src, dir string, peers bool) (bins, error) {
+func build(ctx context.Context, src, dir string, peers, c bool) (bins, error) {
 	b := bins{
 		ringecho: filepath.Join(dir, "ringecho"),
 		ringload: filepath.Join(dir, "ringload"),
 		peerecho: filepath.Join(dir, "peerecho"),
 		ringplot: filepath.Join(dir, "ringplot"),
+		cEcho:    filepath.Join(dir, "uring_echo"),
 	}
 	if err := goBuild(ctx, src, dir, "./cmd/ringecho", "./cmd/ringload"); err != nil {
 		return b, err
+	}
+	b.cErr = errors.New("not asked for")
+	if c {
+		b.cErr = cBuild(ctx, filepath.Join(src, "bench", "c", "uring_echo.c"), b.cEcho)
 	}
 	if !peers {
 		b.peersErr = errors.New("not asked for")
@@ -78,6 +85,18 @@ func build(ctx context.Context, src, dir string, peers bool) (bins, error) {
 	}
 	b.peersErr = goBuild(ctx, filepath.Join(src, "bench"), dir, "./cmd/peerecho", "./cmd/ringplot")
 	return b, nil
+}
+
+// cBuild compiles the C reference server; it needs a C compiler and
+// liburing's headers (Debian: gcc, liburing-dev).
+func cBuild(ctx context.Context, src, out string) error {
+	cmd := exec.CommandContext(ctx, "cc", "-O2", "-o", out, src, "-luring")
+	var stderr bytes.Buffer
+	cmd.Stderr, cmd.Stdout = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cc %s: %v: %s (it needs gcc and liburing-dev)", filepath.Base(src), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }
 
 func goBuild(ctx context.Context, dir, out string, pkgs ...string) error {

@@ -4,20 +4,24 @@
 // servers built on every ringpoll engine (uring-inline and epoll-inline:
 // the handler on the event loop, ringpoll.WithInlineHandler;
 // uring-inline-keep: that, with ringpoll.WithLoopKeepsP), std net (a
-// goroutine per connection), cloudwego/netpoll and panjf2000/gnet, each in its own
-// process, loaded by cmd/ringload in another, pinned to different CPUs.
-// It prints a table, and writes JSON lines, a markdown report and SVG
-// charts.
+// goroutine per connection), cloudwego/netpoll, panjf2000/gnet and a C
+// liburing echo server (bench/c/uring_echo.c, when gcc and liburing-dev are
+// there), each in its own process, loaded by cmd/ringload in another,
+// pinned to different CPUs. It prints a table, the default server's
+// requests per CPU-second over each peer's, and writes JSON lines, a
+// markdown report and SVG charts.
 //
-//	go run ./cmd/ringbench            # the default matrix, about 3 minutes
+//	go run ./cmd/ringbench            # the default matrix, about 4 minutes
 //	go run ./cmd/ringbench -full      # the seeds' whole sweep (much longer)
 //
 // It builds what it needs from the checkout it runs in: cmd/ringecho and
 // cmd/ringload from the ringpoll module, and from the separate bench module
 // (so the library's go.mod never requires them) the netpoll and gnet
-// servers and the chart renderer. If the bench module cannot be built (no
-// access to the module proxy), those servers and the charts are left out
-// and the report says why.
+// servers and the chart renderer, and with cc the C server. If the bench
+// module cannot be built (no access to the module proxy), those servers
+// and the charts are left out and the report says why; so is the C server
+// without gcc or liburing-dev. The C server echoes bytes, so it runs the
+// echo scenario only.
 //
 // The matrix is servers x loads x connection counts, each cell repeated
 // -repeats times; each repeat starts every server afresh, and the servers'
@@ -58,6 +62,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -192,14 +197,21 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	fmt.Fprintf(stderr, "ringbench: %s\n", placement)
 
 	var notes []string
-	needPeers := cfg.charts
+	needPeers, needC := cfg.charts, false
 	for _, s := range cfg.servers {
 		needPeers = needPeers || s.kind == "peer"
+		needC = needC || s.kind == "c"
 	}
 	fmt.Fprintf(stderr, "ringbench: building servers and the load generator from %s\n", cfg.src)
-	b, err := build(ctx, cfg.src, filepath.Join(cfg.out, "bin"), needPeers)
+	b, err := build(ctx, cfg.src, filepath.Join(cfg.out, "bin"), needPeers, needC)
 	if err != nil {
 		return 1, err
+	}
+	if needC && b.cErr != nil {
+		cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.kind == "c" })
+		msg := fmt.Sprintf("the C reference server did not build, so c-liburing is left out: %v", b.cErr)
+		notes = append(notes, msg)
+		fmt.Fprintln(stderr, "ringbench:", msg)
 	}
 	if needPeers && b.peersErr != nil {
 		var kept []server

@@ -198,7 +198,8 @@ var header = []string{
 	"server CPU (cores)", "CPU µs/req", "CPU/req vs std", "req per CPU-s", "syscalls/req", "ctx sw/req", "errors",
 }
 
-// writeTable prints the summaries as aligned text tables, one per group.
+// writeTable prints the summaries as aligned text tables, one per group,
+// each followed by the default server's verdict against the peers.
 func writeTable(w io.Writer, sums []benchfmt.Summary) {
 	for i, g := range groups(sums) {
 		if i > 0 {
@@ -211,6 +212,49 @@ func writeTable(w io.Writer, sums []benchfmt.Summary) {
 			fmt.Fprintln(tw, strings.Join(row(g, s), "\t")+"\t")
 		}
 		tw.Flush()
+		writeVerdict(w, g)
+	}
+}
+
+// defaultServer is the server a ringpoll Server runs with no options where
+// io_uring works.
+const defaultServer = "uring"
+
+// writeVerdict prints, by connections, the default server's requests per
+// server CPU-second over each peer's (above 1: the default is ahead), and
+// whether it is ahead of every Go peer.
+func writeVerdict(w io.Writer, g []benchfmt.Summary) {
+	var peers []string
+	for _, s := range g {
+		if srv, _ := lookupServer(s.Server); srv.kind != "ringpoll" && !slices.Contains(peers, s.Server) {
+			peers = append(peers, s.Server)
+		}
+	}
+	var lines []string
+	for _, s := range g {
+		if s.Server != defaultServer || len(peers) == 0 {
+			continue
+		}
+		var parts []string
+		ahead := true
+		for _, p := range peers {
+			ps, ok := find(g, p, s.Conns)
+			if !ok {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", ratio(s.ReqPerCPUs, ps.ReqPerCPUs), p))
+			if srv, _ := lookupServer(p); srv.kind != "c" && s.ReqPerCPUs.Median <= ps.ReqPerCPUs.Median {
+				ahead = false
+			}
+		}
+		verdict := "behind a Go peer"
+		if ahead {
+			verdict = "ahead of every Go peer"
+		}
+		lines = append(lines, fmt.Sprintf("   %4d conns: %s (%s)", s.Conns, strings.Join(parts, ", "), verdict))
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(w, "-- the default server (%s), requests per server CPU-second over each peer's:\n%s\n", defaultServer, strings.Join(lines, "\n"))
 	}
 }
 

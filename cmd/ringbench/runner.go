@@ -68,6 +68,11 @@ func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []stri
 		return argv
 	case "std":
 		return []string{r.bins.ringload, "-serve-std", "-addr", addr, "-proto", scenario}
+	case "c":
+		// It listens on every address, at the port (an echo of bytes
+		// serves the rpc scenario too: replies are the requests).
+		_, port, _ := strings.Cut(addr, ":")
+		return []string{r.bins.cEcho, port}
 	default:
 		return []string{r.bins.peerecho, "-impl", srv.name, "-proto", scenario, "-addr", addr}
 	}
@@ -83,6 +88,9 @@ func (r *runner) run(ctx context.Context) error {
 		for i := range cfg.servers {
 			srv := cfg.servers[(i+rep-1)%len(cfg.servers)]
 			for _, scenario := range scenarios(cfg.loads) {
+				if srv.kind == "c" && scenario != "echo" {
+					continue // a byte echo, not an RPC server
+				}
 				if err := r.runServer(ctx, rep, srv, scenario); err != nil {
 					return err
 				}

@@ -11,7 +11,7 @@ import (
 // line it stands for; uring-inline-keep runs under env(1) with GOMAXPROCS=2
 // and one loop that keeps its P.
 func TestServerArgv(t *testing.T) {
-	r := &runner{bins: bins{ringecho: "/b/ringecho", ringload: "/b/ringload", peerecho: "/b/peerecho"}}
+	r := &runner{bins: bins{ringecho: "/b/ringecho", ringload: "/b/ringload", peerecho: "/b/peerecho", cEcho: "/b/uring_echo"}}
 	tail := []string{"-proto", "echo", "-stats-file", "/s.json"}
 	for _, tc := range []struct {
 		name string
@@ -30,5 +30,10 @@ func TestServerArgv(t *testing.T) {
 		if got := r.serverArgv(srv, "echo", "A", "/s.json"); !slices.Equal(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
+	}
+	// The C server takes the port alone.
+	srv, _ := lookupServer("c-liburing")
+	if got, want := r.serverArgv(srv, "echo", "127.0.0.1:7001", "/s.json"), []string{"/b/uring_echo", "7001"}; !slices.Equal(got, want) {
+		t.Errorf("c-liburing:\n got %q\nwant %q", got, want)
 	}
 }
