@@ -49,8 +49,8 @@ type loop struct {
 	// (park.go).
 	locked bool
 	parker *parker // !locked
-	// tid is the thread the loop last ran on; thread counts the changes
-	// (wrapping) and settled the turns since the last (park.go).
+	// tid is the thread the loop was last seen on; thread counts the
+	// changes (wrapping) and settled the looks since the last (park.go).
 	tid     int
 	thread  uint16
 	settled int

@@ -36,11 +36,11 @@ import (
 // scheduler gave its P to another thread while one slept in a syscall, or
 // several Ps take turns running it), the receives it armed before still
 // wake their old thread, which may sleep in a futex, for every arrival: a
-// context switch each. So a loop notes the thread it runs on each turn,
-// and once it has stayed on a new one for settleTurns turns, it cancels
-// and re-arms, from there, each input request armed elsewhere when that
-// request next completes. A loop that keeps moving between threads never
-// settles and re-arms nothing.
+// context switch each. So a loop notes the thread it runs on every
+// threadEvery turns (a gettid), and once it has been seen settleSamples
+// times in a row on a new one, it cancels and re-arms, from there, each
+// input request armed elsewhere when that request next completes. A loop
+// that keeps moving between threads never settles and re-arms nothing.
 //
 // Wake-ups need no syscall: a producer sets the descriptor's read deadline
 // in the past, which ends the loop's wait in the poller at once (as
@@ -56,9 +56,13 @@ var parkedFlags = []uint32{
 	uring.SetupCQSize,
 }
 
-// settleTurns is how many turns a loop must run on one thread before it
-// re-arms input requests armed on another.
-const settleTurns = 64
+// A loop looks at its thread every threadEvery turns, and re-arms input
+// requests armed on another thread once it was seen on its own
+// settleSamples times in a row.
+const (
+	threadEvery   = 16
+	settleSamples = 4
+)
 
 // aLongTimeAgo is a deadline that has passed: setting it wakes the loop.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -122,19 +126,25 @@ func (l *loop) park() {
 	}
 }
 
-// checkThread notes which thread the loop runs on (gettid: one raw
-// syscall a turn).
+// checkThread notes, every threadEvery turns, which thread the loop runs
+// on.
 func (l *loop) checkThread() {
-	tid := unix.Gettid()
-	moved := tid != l.tid && l.tid != 0
-	l.tid = tid
-	if l.tuning.MoveEvery > 0 {
+	var moved bool
+	switch {
+	case l.tuning.MoveEvery > 0:
 		// Tests: a move every MoveEvery turns, settled at once.
-		moved, l.settled = l.turns%l.tuning.MoveEvery == 0, settleTurns
-	} else if moved {
-		l.settled = 0
-	} else if l.settled < settleTurns {
-		l.settled++
+		moved, l.settled = l.turns%l.tuning.MoveEvery == 0, settleSamples
+	case l.turns%threadEvery != 0:
+		return
+	default:
+		tid := unix.Gettid()
+		moved = tid != l.tid && l.tid != 0
+		l.tid = tid
+		if moved {
+			l.settled = 0
+		} else if l.settled < settleSamples {
+			l.settled++
+		}
 	}
 	if moved {
 		l.stats.ThreadMoves.Add(1)
@@ -145,7 +155,7 @@ func (l *loop) checkThread() {
 // armedElsewhere reports whether c's input request was armed on another
 // thread than the one the loop has settled on.
 func (l *loop) armedElsewhere(c *conn) bool {
-	return l.settled >= settleTurns && c.armThread != l.thread && c.recvArmed && !c.canceling
+	return l.settled >= settleSamples && c.armThread != l.thread && c.recvArmed && !c.canceling
 }
 
 // readyToRun reports whether the loop has work; when it has none, the
