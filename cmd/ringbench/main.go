@@ -105,6 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
 	src := fs.String("src", "", "the ringpoll checkout to build from (default: found from the working directory)")
 	charts := fs.Bool("charts", true, "render SVG charts (needs the bench module to build)")
+	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -114,6 +115,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "ringbench: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *again != "" {
+		if err := reportAgain(*again, *out, strings.TrimSpace("ringbench "+strings.Join(args, " ")), stdout); err != nil {
+			fmt.Fprintln(stderr, "ringbench:", err)
+			return 1
+		}
+		return 0
 	}
 	if *full {
 		set := map[string]bool{}
@@ -301,7 +309,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	if err != nil {
 		return 1, err
 	}
-	writeMarkdown(f, m, sums, charts)
+	writeMarkdown(f, m, r.runs, sums, charts)
 	if err := f.Close(); err != nil {
 		return 1, err
 	}

@@ -275,7 +275,7 @@ type meta struct {
 // writeMarkdown writes the report: how it was made, then per group a
 // table, the ratios of the ringpoll servers to the peers, and the charts
 // (charts lists the chart files written, by base name).
-func writeMarkdown(w io.Writer, m meta, sums []benchfmt.Summary, charts []string) {
+func writeMarkdown(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Summary, charts []string) {
 	fmt.Fprintf(w, "# ringbench report\n\n")
 	fmt.Fprintf(w, "- date: %s\n- command: `%s`\n- machine: %s\n- Go: %s\n- placement: %s\n",
 		m.Date, m.Command, m.Machine, m.Go, m.Placement)
@@ -292,6 +292,7 @@ func writeMarkdown(w io.Writer, m meta, sums []benchfmt.Summary, charts []string
 			fmt.Fprintf(w, "| %s |\n", strings.Join(row(g, s), " | "))
 		}
 		writeRatios(w, g)
+		writePaired(w, runs, g)
 		for _, metric := range []string{"throughput", "p99", "cpu", "syscalls"} {
 			name := g[0].Group() + "-" + metric + ".svg"
 			if slices.Contains(charts, name) {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestReportGolden(t *testing.T) {
 		Go: "go1.26", Placement: "servers on CPUs 0, load generator on CPUs 1", Repeats: 3,
 		Warmup: "300ms", Duration: "1s", Syscalls: "perf stat", Notes: []string{"a note"},
 	}
-	writeMarkdown(&md, m, sums, []string{"echo-pingpong-1024B-max-throughput.svg", "echo-pingpong-1024B-rate40000-cpu.svg"})
+	writeMarkdown(&md, m, testRuns(), sums, []string{"echo-pingpong-1024B-max-throughput.svg", "echo-pingpong-1024B-rate40000-cpu.svg"})
 	for name, got := range map[string][]byte{"table.txt": table.Bytes(), "report.md": md.Bytes()} {
 		path := filepath.Join("testdata", "golden", name)
 		if *update {
@@ -185,5 +186,33 @@ func TestParseFlags(t *testing.T) {
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("run(%q) exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestPairedRatios: the per-repeat ratios pair runs of the same repeat and
+// cell only, and the bootstrap interval holds the median.
+func TestPairedRatios(t *testing.T) {
+	run := func(server string, repeat int, rpc float64) benchfmt.Run {
+		return benchfmt.Run{Kind: "run", Cell: benchfmt.Cell{Scenario: "echo", Mode: "pingpong", Depth: 1, Server: server, Conns: 10, Size: 1024},
+			Repeat: repeat, Result: map[string]any{"req_per_server_cpu_s": rpc}}
+	}
+	runs := []benchfmt.Run{
+		run("uring", 1, 110), run("std", 1, 100),
+		run("uring", 2, 120), run("std", 2, 100),
+		run("uring", 3, 90), // no std in repeat 3: not paired
+		run("uring", 4, 100), run("std", 4, 125),
+	}
+	c := runs[0].Cell
+	got := pairedRatios(runs, c, "uring", "std")
+	want := []float64{0.8, 1.1, 1.2}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paired ratios %v, want %v", got, want)
+	}
+	if m := median(got); m != 1.1 {
+		t.Errorf("median %v, want 1.1", m)
+	}
+	lo, hi := bootstrap(got)
+	if lo > 1.1 || hi < 1.1 || lo < 0.8 || hi > 1.2 {
+		t.Errorf("bootstrap interval %v-%v, want it within 0.8-1.2 and holding 1.1", lo, hi)
 	}
 }

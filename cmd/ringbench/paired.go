@@ -1,0 +1,163 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
+)
+
+// The paired comparison: each repeat runs every server on the same load,
+// one after the other, so a ratio taken within a repeat cancels the drifts
+// of the machine that the medians of the table only dampen. For the
+// default server against each peer, by load and connections, it reports
+// the median of the per-repeat ratios of requests per server CPU-second
+// and a 95% bootstrap interval of that median.
+
+// bootstrapRounds is how many resamples make an interval; the generator is
+// seeded, so a report is the same each time it is written from the same
+// runs.
+const bootstrapRounds = 2000
+
+// pairedRatios returns, for each repeat that ran both, a's requests per
+// server CPU-second over b's in cell c (server names aside).
+func pairedRatios(runs []benchfmt.Run, c benchfmt.Cell, a, b string) []float64 {
+	perRepeat := map[int][2]float64{}
+	for _, run := range runs {
+		cell := run.Cell
+		cell.Server = c.Server
+		if cell != c || (run.Server != a && run.Server != b) {
+			continue
+		}
+		lr, ok := decode(run)
+		if !ok || lr.ReqPerServerCPUs <= 0 {
+			continue
+		}
+		v := perRepeat[run.Repeat]
+		if run.Server == a {
+			v[0] = lr.ReqPerServerCPUs
+		} else {
+			v[1] = lr.ReqPerServerCPUs
+		}
+		perRepeat[run.Repeat] = v
+	}
+	var rs []float64
+	for _, v := range perRepeat {
+		if v[0] > 0 && v[1] > 0 {
+			rs = append(rs, v[0]/v[1])
+		}
+	}
+	slices.Sort(rs)
+	return rs
+}
+
+// median returns the median of sorted xs.
+func median(xs []float64) float64 {
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// bootstrap returns a 95% percentile interval of the median of xs.
+func bootstrap(xs []float64) (lo, hi float64) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	meds := make([]float64, bootstrapRounds)
+	sample := make([]float64, len(xs))
+	for i := range meds {
+		for j := range sample {
+			sample[j] = xs[rng.IntN(len(xs))]
+		}
+		slices.Sort(sample)
+		meds[i] = median(sample)
+	}
+	slices.Sort(meds)
+	return meds[bootstrapRounds*25/1000], meds[bootstrapRounds*975/1000-1]
+}
+
+// writePaired writes the paired comparison of the default server with
+// every other server in each group of sums.
+func writePaired(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary) {
+	var others []string
+	hasDefault := false
+	for _, s := range g {
+		if s.Server == defaultServer {
+			hasDefault = true
+		} else if !slices.Contains(others, s.Server) {
+			others = append(others, s.Server)
+		}
+	}
+	if !hasDefault || len(others) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nThe default server (%s) paired with each other server within each repeat: requests per server CPU-second, %s over the other, median of the per-repeat ratios and its 95%% bootstrap interval (above 1: %s does more work per CPU-second):\n\n", defaultServer, defaultServer, defaultServer)
+	cols := append([]string{"conns"}, others...)
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	for _, s := range g {
+		if s.Server != defaultServer {
+			continue
+		}
+		cells := []string{fmt.Sprint(s.Conns)}
+		for _, o := range others {
+			rs := pairedRatios(runs, s.Cell, defaultServer, o)
+			if len(rs) == 0 {
+				cells = append(cells, "-")
+				continue
+			}
+			lo, hi := bootstrap(rs)
+			cells = append(cells, fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs)))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+}
+
+// reportAgain reads the runs of an earlier results.jsonl and prints the
+// tables and writes report.md in out from them, as the run did (without
+// its notes and charts).
+func reportAgain(results, out, command string, stdout io.Writer) error {
+	b, err := os.ReadFile(results)
+	if err != nil {
+		return err
+	}
+	var runs []benchfmt.Run
+	var order []string
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"kind":"run"`)) {
+			continue
+		}
+		var run benchfmt.Run
+		if err := json.Unmarshal(line, &run); err != nil {
+			return fmt.Errorf("%s:%d: %v", results, i+1, err)
+		}
+		runs = append(runs, run)
+		if !slices.Contains(order, run.Server) {
+			order = append(order, run.Server)
+		}
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("%s: no runs", results)
+	}
+	sums := summarize(runs, order)
+	writeTable(stdout, sums)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "report.md"))
+	if err != nil {
+		return err
+	}
+	m := meta{Date: "as in " + results, Command: command, Machine: "as in " + results, Go: "-", Placement: runs[0].Placement,
+		Repeats: sums[0].Repeats, Warmup: "as in " + results, Duration: "as in " + results, Syscalls: "as in " + results}
+	writeMarkdown(f, m, runs, sums, nil)
+	return f.Close()
+}
