@@ -257,10 +257,12 @@ func WithSQPollCPU(cpu int) Option {
 // WithCompletionBatch makes an io_uring loop that has nothing to do sleep
 // until n completions are ready, or until wait has passed and at least one
 // is (io_uring's min_wait, Linux 6.12 and later; older kernels ignore it).
+// Such a loop locks its OS thread and sleeps in io_uring_enter, as
+// WithLoopKeepsP's does, rather than in Go's poller.
 // Under load the loop then wakes once per batch of n instead of once per
 // trickle of completions, which saves CPU per request; the price is up to
 // wait of latency when fewer than n arrive. n is from 2 to 4096, wait from
-// 1µs to 10ms; docs/BENCHMARKS.md measures 16 and 50µs.
+// 1µs to 10ms; docs/bench/HISTORY.md measures 16 and 50µs.
 // Default: off, the loop wakes at the first completion. Epoll and
 // uring-sqpoll ignore it.
 func WithCompletionBatch(n int, wait time.Duration) Option {
@@ -282,23 +284,21 @@ func WithCompletionBatch(n int, wait time.Duration) Option {
 // way.
 var keepPByDefault bool
 
-// WithLoopKeepsP makes an io_uring loop keep its Go processor (one of the
-// GOMAXPROCS Ps) while it sleeps in io_uring_enter, as long as another P is
-// left for the rest of the program: with GOMAXPROCS=1 it has no effect,
-// and with GOMAXPROCS=n at most n-1 loops keep one at a time.
+// WithLoopKeepsP makes an io_uring loop lock its OS thread and sleep in
+// io_uring_enter keeping its Go processor (one of the GOMAXPROCS Ps), as
+// long as another P is left for the rest of the program: with
+// GOMAXPROCS=1 the loop sleeps giving the P up, and with GOMAXPROCS=n at
+// most n-1 loops keep one at a time.
 //
-// By default a loop sleeps the way a blocking syscall does in Go: the
-// runtime's sysmon notices the thread in the kernel, hands its P off and
-// wakes another thread to look for work, and the loop takes the P back
-// when it wakes. Under load that happens on most sleeps and costs a
-// thread wake-up and sleep each time, and sysmon itself then checks every
-// 20µs. A loop that keeps its P pays none of that (docs/BENCHMARKS.md
-// measured the difference); the price is a P that no other goroutine can
-// use while the loop sleeps. It suits WithInlineHandler servers, whose
-// work all runs on the loops, with GOMAXPROCS set to the loops plus one
-// (or more, for goroutines of their own): for a server pinned to one CPU,
-// GOMAXPROCS=2 and one loop. Stopping the world for a garbage collection
-// still wakes a loop asleep on its P. Epoll and uring-sqpoll ignore it.
+// By default a loop is not tied to a thread: it sleeps in Go's poller, and
+// waking handler goroutines costs it no thread switch (docs/ARCHITECTURE.md).
+// A locked loop pays a thread hand-off whenever it sleeps giving its P up;
+// keeping the P avoids that, at the price of a P no other goroutine can use
+// while the loop sleeps. It was the fastest inline server before the loops
+// parked by default; on the 2026-11-25 measurements it is slower than the
+// default (docs/BENCHMARKS.md), and it stays for programs that measured
+// otherwise. Stopping the world for a garbage collection still wakes a
+// loop asleep on its P. Epoll and uring-sqpoll ignore it.
 func WithLoopKeepsP() Option {
 	return func(c *config) { c.ring.keepP = true }
 }

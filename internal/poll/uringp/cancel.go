@@ -14,13 +14,13 @@ import "time"
 // the cancel's mark on a request queued to retry seems to be dropped when
 // the request arms its poll again. Input paused by a lost cancel would run
 // past its high-water mark, and an idle connection whose close lost its
-// cancel would never let go. So a cancel is sent again if the request is
-// still armed two ticks of the loop's cancel clock after the cancel was
-// prepared (one to submit it, one to see its effect): at the request's
-// next completion, or at the next cancelTick. The clock ticks with every
-// io_uring_enter (the busy case: the request keeps completing) and every
-// cancelTick (the idle case), which run while an input cancel is in
-// flight.
+// cancel would never let go. So a cancel is sent again, and submitted at
+// once, when its request completes again after the loop entered the kernel
+// since the cancel was prepared (resendCancel); and every cancelTick while
+// any input cancel is in flight, the loop sends again those prepared two
+// ticks of its cancel clock ago or more, and those that missed their
+// request and are still wanted (retryCancels). The clock ticks with every
+// io_uring_enter and every cancelTick.
 
 // cancelTick is how often the loop looks at the input cancels in flight.
 const cancelTick = time.Millisecond

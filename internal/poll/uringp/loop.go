@@ -399,7 +399,7 @@ func (l *loop) submit(wait uint32) {
 // signal comes (GODEBUG=asyncpreemptoff=1), the bound brings the loop back
 // to Go code, where it can be stopped, at least this often. An idle loop
 // keeping its P thus wakes 1/keptWaitBound times a second
-// (docs/BENCHMARKS.md measures the cost).
+// (docs/bench/HISTORY.md measures the cost).
 const keptWaitBound = 10 * time.Millisecond
 
 // wait submits toSubmit SQEs and sleeps until wait completions are ready,
