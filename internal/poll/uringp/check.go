@@ -73,15 +73,18 @@ func newLoopRing(sq, cq uint32) (*uring.Ring, error) {
 // error says what is missing (ENOSYS, EPERM from a seccomp policy,
 // kernel.io_uring_disabled, an opcode or feature). It takes about a
 // millisecond.
-func Check() error {
-	errc := make(chan error, 1)
+func Check() error { return onLockedThread(check) }
+
+// onLockedThread returns f's result, run on a goroutine locked to its
+// thread: a ring with SINGLE_ISSUER belongs to the thread that made it.
+func onLockedThread[T any](f func() T) T {
+	c := make(chan T, 1)
 	go func() {
-		// A ring with SINGLE_ISSUER belongs to the thread that made it.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		errc <- check()
+		c <- f()
 	}()
-	return <-errc
+	return <-c
 }
 
 func check() error {
@@ -121,15 +124,7 @@ func check() error {
 // process, and sees whether it fails with EINVAL. Where it does not, input
 // backpressure cancels the recv instead, which only a locked loop does
 // reliably (cancel.go).
-var recvLimitWorks = sync.OnceValue(func() bool {
-	errc := make(chan bool, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		errc <- probeRecvLimit()
-	}()
-	return <-errc
-})
+var recvLimitWorks = sync.OnceValue(func() bool { return onLockedThread(probeRecvLimit) })
 
 func probeRecvLimit() bool {
 	r, err := newLoopRing(8, 16)
@@ -137,35 +132,66 @@ func probeRecvLimit() bool {
 		return true // no ring: the engines will not start anyway
 	}
 	defer r.Close()
-	arena, err := uring.NewArena(2, 64)
+	rig, err := newRecvRig(r, 2)
 	if err != nil {
 		return true
 	}
-	defer arena.Free()
-	br, err := uring.NewBufRing(r, 2, 0)
-	if err != nil {
-		return true
-	}
-	defer br.Close()
-	for i := range 2 {
-		br.Add(arena.Buf(i), uint16(i), i)
-	}
-	br.Advance(2)
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return true
-	}
-	defer unix.Close(sp[0])
-	defer unix.Close(sp[1])
+	defer rig.close()
 	sqe := r.GetSQE()
-	sqe.PrepRecvMultishot(sp[0], 0, 0)
+	sqe.PrepRecvMultishot(rig.sock, 0, 0)
 	sqe.SetRecvLimit(64)
-	unix.Write(sp[1], []byte{1})
+	unix.Write(rig.peer, []byte{1})
 	if _, err := r.SubmitAndWaitTimeout(1, time.Second); err != nil && !uring.IsTemporary(err) {
 		return true
 	}
 	var cqe [1]uring.CQE
 	return r.PeekCQE(cqe[:]) == 0 || cqe[0].Res != -int32(unix.EINVAL)
+}
+
+// recvRig is what the self-tests receive with: a socketpair and a ring of
+// 64-byte provided buffers (group 0).
+type recvRig struct {
+	arena      *uring.Arena
+	br         *uring.BufRing
+	sock, peer int // peer is -1 once closed
+}
+
+func newRecvRig(r *uring.Ring, n int) (*recvRig, error) {
+	arena, err := uring.NewArena(n, 64)
+	if err != nil {
+		return nil, err
+	}
+	br, err := uring.NewBufRing(r, n, 0)
+	if err != nil {
+		arena.Free()
+		return nil, err
+	}
+	for i := range n {
+		br.Add(arena.Buf(i), uint16(i), i)
+	}
+	br.Advance(n)
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		br.Close()
+		arena.Free()
+		return nil, os.NewSyscallError("socketpair", err)
+	}
+	return &recvRig{arena: arena, br: br, sock: sp[0], peer: sp[1]}, nil
+}
+
+// closePeer closes the peer's end: the receiver reads EOF.
+func (g *recvRig) closePeer() {
+	if g.peer >= 0 {
+		unix.Close(g.peer)
+		g.peer = -1
+	}
+}
+
+func (g *recvRig) close() {
+	g.closePeer()
+	unix.Close(g.sock)
+	g.br.Close()
+	g.arena.Free()
 }
 
 // explainSetup turns a failed io_uring_setup into the reason.
@@ -190,40 +216,19 @@ func explainSetup(err error) error {
 // checks two arrivals come as two CQEs with CQEFBuffer|CQEFMore and the
 // bytes sent, then EOF as a final CQE.
 func selfTest(r *uring.Ring) error {
-	arena, err := uring.NewArena(4, 64)
+	rig, err := newRecvRig(r, 4)
 	if err != nil {
 		return err
 	}
-	defer arena.Free()
-	br, err := uring.NewBufRing(r, 4, 0)
-	if err != nil {
-		return err
-	}
-	defer br.Close()
-	for i := range 4 {
-		br.Add(arena.Buf(i), uint16(i), i)
-	}
-	br.Advance(4)
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return os.NewSyscallError("socketpair", err)
-	}
-	defer unix.Close(sp[0])
-	peer := sp[1]
-	defer func() {
-		if peer >= 0 {
-			unix.Close(peer)
-		}
-	}()
+	defer rig.close()
 	sqe := r.GetSQE()
-	sqe.PrepRecvMultishot(sp[0], 0, 0)
+	sqe.PrepRecvMultishot(rig.sock, 0, 0)
 	sqe.UserData = 7
 	var cqes [4]uring.CQE
 	for i, msg := range []string{"a", "bc", ""} {
 		if msg == "" {
-			unix.Close(peer)
-			peer = -1
-		} else if _, err := unix.Write(peer, []byte(msg)); err != nil {
+			rig.closePeer()
+		} else if _, err := unix.Write(rig.peer, []byte(msg)); err != nil {
 			return os.NewSyscallError("write", err)
 		}
 		if _, err := r.SubmitAndWaitTimeout(1, time.Second); err != nil && !uring.IsTemporary(err) {
@@ -245,7 +250,7 @@ func selfTest(r *uring.Ring) error {
 		if c.Res != int32(len(msg)) || c.Flags&uring.CQEFBuffer == 0 || !c.More() {
 			return fmt.Errorf("arrival %d: res %d flags %#x, want %d with F_BUFFER|F_MORE", i, c.Res, c.Flags, len(msg))
 		}
-		if got := arena.Buf(int(c.BufID()))[:c.Res]; !bytes.Equal(got, []byte(msg)) {
+		if got := rig.arena.Buf(int(c.BufID()))[:c.Res]; !bytes.Equal(got, []byte(msg)) {
 			return fmt.Errorf("arrival %d: buffer holds %q, want %q", i, got, msg)
 		}
 	}

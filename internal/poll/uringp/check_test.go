@@ -4,6 +4,7 @@ package uringp
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
@@ -89,3 +93,64 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("Check: %v", err)
 	}
 }
+
+// TestRecvLimitProbe: recvLimitWorks agrees with the kernel. Where it
+// says yes, a multishot recv capped at 64 bytes ends by itself (a CQE
+// without F_MORE) once 100 bytes came; where it says no, such a recv fails
+// with EINVAL.
+func TestRecvLimitProbe(t *testing.T) {
+	works := recvLimitWorks()
+	err := onLockedThread(func() error {
+		r, err := newLoopRing(8, 16)
+		if err != nil {
+			return errSkip{err}
+		}
+		defer r.Close()
+		rig, err := newRecvRig(r, 4)
+		if err != nil {
+			return errSkip{err}
+		}
+		defer rig.close()
+		sqe := r.GetSQE()
+		sqe.PrepRecvMultishot(rig.sock, 0, 0)
+		sqe.SetRecvLimit(64)
+		if _, err := unix.Write(rig.peer, make([]byte, 100)); err != nil {
+			return err
+		}
+		var got int32
+		var cqes [4]uring.CQE
+		for range 4 {
+			if _, err := r.SubmitAndWaitTimeout(1, time.Second); err != nil && !uring.IsTemporary(err) {
+				return err
+			}
+			n := r.PeekCQE(cqes[:])
+			for _, c := range cqes[:n] {
+				switch {
+				case !works && c.Res == -int32(unix.EINVAL):
+					return nil
+				case c.Res < 0:
+					return fmt.Errorf("recv with a limit: res %d, and recvLimitWorks says %v", c.Res, works)
+				}
+				got += c.Res
+				if !c.More() {
+					if !works || got != 64 {
+						return fmt.Errorf("recv with a limit of 64 ended after %d bytes; recvLimitWorks says %v", got, works)
+					}
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("recv with a limit of 64 took %d bytes and goes on; recvLimitWorks says %v", got, works)
+	})
+	var skip errSkip
+	if errors.As(err, &skip) {
+		t.Skipf("io_uring unavailable: %v", skip.err)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+type errSkip struct{ err error }
+
+func (e errSkip) Error() string { return e.err.Error() }
