@@ -939,6 +939,9 @@ func ufFDOpen(fd int) bool {
 // been moved, and every provided buffer must return.
 func TestUringRearmAfterThreadMove(t *testing.T) {
 	needUring(t)
+	if keepPByDefault {
+		t.Skip("RINGPOLL_TEST_KEEP_P=1: a loop keeping its P is locked to one thread and never moves")
+	}
 	for _, e := range []Engine{EngineUring, EngineUringHybrid, EngineUringReactor} {
 		for _, style := range tsStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
@@ -966,7 +969,13 @@ func TestUringRearmAfterThreadMove(t *testing.T) {
 				}
 				tsEventually(t, "the server to close the connections", func() bool { return srv.live() == 0 })
 				ufBuffersBack(t, ln)
-				if s := ufStats(ln); s.InputMoves == before.InputMoves {
+				s := ufStats(ln)
+				if s.Parks == before.Parks {
+					// Locked, as on a kernel whose multishot recv ignores
+					// its byte limit: a loop that never parks never moves.
+					t.Skipf("the loop never parked, so it is locked to its thread and cannot move (%v)", s)
+				}
+				if s.InputMoves == before.InputMoves {
 					t.Errorf("no input request was armed anew (%v)", s)
 				}
 			})
