@@ -36,6 +36,9 @@ type config struct {
 	logger    *slog.Logger
 	inline    bool
 	ring      ringTuning
+	reusePort int    // WithReusePort; 0: off
+	steerCPU  bool   // WithCPUSteering
+	batch     [2]int // WithPacketBatch: count, size; 0: defaults
 	err       error
 }
 

@@ -1,0 +1,246 @@
+// Package mmsg sends and receives many datagrams per system call
+// (recvmmsg(2), sendmmsg(2)) without allocating: the message headers, their
+// I/O vectors and socket addresses live in one Headers, made once and
+// reused, and addresses are read and written as netip.AddrPort values.
+package mmsg
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxBatch bounds a Headers' size: the kernel's UIO_MAXIOV, the most
+// messages one recvmmsg or sendmmsg takes.
+const MaxBatch = 1024
+
+// Headers holds n message headers, each with one I/O vector, room for an
+// IPv4 or IPv6 socket address, and room for control messages.
+type Headers struct {
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	ctl   []byte
+	sizes []int // each message's received length, MSG_TRUNC included
+}
+
+// ctlSpace is each message's control buffer: room for one UDP_GRO or
+// UDP_SEGMENT value (a 2-byte or 4-byte integer).
+var ctlSpace = unix.CmsgSpace(4)
+
+// NewHeaders returns headers for up to n messages, 1 <= n <= MaxBatch.
+func NewHeaders(n int) *Headers {
+	h := &Headers{
+		hdrs:  make([]unix.Mmsghdr, n),
+		iovs:  make([]unix.Iovec, n),
+		names: make([]unix.RawSockaddrInet6, n),
+		ctl:   make([]byte, n*ctlSpace),
+		sizes: make([]int, n),
+	}
+	for i := range h.hdrs {
+		m := &h.hdrs[i].Hdr
+		m.Iov = &h.iovs[i]
+		m.SetIovlen(1)
+	}
+	return h
+}
+
+// Cap is the number of messages h holds.
+func (h *Headers) Cap() int { return len(h.hdrs) }
+
+// PrepareRecv points message i at buffer b, with room for the sender's
+// address and the control messages.
+func (h *Headers) PrepareRecv(i int, b []byte) {
+	m := &h.hdrs[i].Hdr
+	h.setIov(i, b)
+	m.Name = (*byte)(unsafe.Pointer(&h.names[i]))
+	m.Namelen = unix.SizeofSockaddrInet6
+	m.Control = &h.ctl[i*ctlSpace]
+	m.SetControllen(ctlSpace)
+	m.Flags = 0
+}
+
+func (h *Headers) setIov(i int, b []byte) {
+	v := &h.iovs[i]
+	if len(b) == 0 {
+		v.Base = nil
+	} else {
+		v.Base = &b[0]
+	}
+	v.SetLen(len(b))
+}
+
+// Recv receives up to n datagrams on the non-blocking socket fd into the
+// buffers set by PrepareRecv. It reports how many arrived; EAGAIN means
+// none had. Each message's length (Len), whether it was cut (Truncated) and
+// its sender (Addr) are then readable.
+func (h *Headers) Recv(fd, n int) (int, error) {
+	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&h.hdrs[0])),
+		uintptr(n), unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	for i := range int(r) {
+		h.sizes[i] = int(h.hdrs[i].Len)
+	}
+	return int(r), nil
+}
+
+// Size is the length of datagram i as it was sent; more than the buffer
+// when it was truncated.
+func (h *Headers) Size(i int) int { return h.sizes[i] }
+
+// Truncated reports whether datagram i was longer than its buffer.
+func (h *Headers) Truncated(i int) bool { return h.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 }
+
+// Segment returns the size of the datagrams coalesced in message i by
+// UDP_GRO, or 0 if the kernel coalesced none.
+func (h *Headers) Segment(i int) int {
+	m := &h.hdrs[i].Hdr
+	ctl := h.ctl[i*ctlSpace : i*ctlSpace+min(int(m.Controllen), ctlSpace)]
+	for len(ctl) >= unix.CmsgLen(0) {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		n := int(c.Len)
+		if n < unix.CmsgLen(0) || n > len(ctl) {
+			return 0
+		}
+		if c.Level == unix.SOL_UDP && c.Type == unix.UDP_GRO && n >= unix.CmsgLen(4) {
+			return int(*(*int32)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])))
+		}
+		ctl = ctl[min(len(ctl), unix.CmsgSpace(n-unix.CmsgLen(0))):]
+	}
+	return 0
+}
+
+// Addr returns the sender of datagram i, or the zero AddrPort if the
+// kernel gave none (a connected socket may omit it).
+func (h *Headers) Addr(i int) netip.AddrPort {
+	if h.hdrs[i].Hdr.Namelen == 0 {
+		return netip.AddrPort{}
+	}
+	return decode(&h.names[i])
+}
+
+// PrepareSend points message i at payload b for destination to, which is
+// encoded for a socket of the given family (AF_INET or AF_INET6). A zero
+// to sends to the connected peer. seg > 0 asks the kernel to cut b into
+// datagrams of seg bytes (UDP_SEGMENT).
+func (h *Headers) PrepareSend(i int, b []byte, to netip.AddrPort, family, seg int) error {
+	m := &h.hdrs[i].Hdr
+	h.setIov(i, b)
+	m.Name, m.Namelen = nil, 0
+	if to.IsValid() {
+		n, err := encode(&h.names[i], to, family)
+		if err != nil {
+			return err
+		}
+		m.Name = (*byte)(unsafe.Pointer(&h.names[i]))
+		m.Namelen = uint32(n)
+	}
+	m.Control = nil
+	m.SetControllen(0)
+	if seg > 0 {
+		ctl := h.ctl[i*ctlSpace : (i+1)*ctlSpace]
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		c.Level, c.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		c.SetLen(unix.CmsgLen(2))
+		*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])) = uint16(seg)
+		m.Control = &ctl[0]
+		m.SetControllen(unix.CmsgSpace(2))
+	}
+	m.Flags = 0
+	return nil
+}
+
+// Send sends messages [from, from+n), prepared by PrepareSend, on the
+// non-blocking socket fd. It reports how many the kernel took; EAGAIN
+// means none.
+func (h *Headers) Send(fd, from, n int) (int, error) {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&h.hdrs[from])),
+		uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// decode reads an AF_INET or AF_INET6 socket address.
+func decode(sa *unix.RawSockaddrInet6) netip.AddrPort {
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	port := uint16(p[0])<<8 | uint16(p[1])
+	switch sa.Family {
+	case unix.AF_INET:
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port)
+	case unix.AF_INET6:
+		a := netip.AddrFrom16(sa.Addr)
+		if sa.Scope_id != 0 {
+			a = a.WithZone(zoneName(sa.Scope_id))
+		}
+		return netip.AddrPortFrom(a, port)
+	}
+	return netip.AddrPort{}
+}
+
+// ErrFamily is returned by PrepareSend for an IPv6 destination on an IPv4
+// socket.
+var ErrFamily = syscall.EAFNOSUPPORT
+
+// encode writes to as a socket address for a socket of family and returns
+// its length.
+func encode(sa *unix.RawSockaddrInet6, to netip.AddrPort, family int) (int, error) {
+	a := to.Addr()
+	if family == unix.AF_INET {
+		if a.Is4In6() {
+			a = a.Unmap()
+		}
+		if !a.Is4() {
+			return 0, ErrFamily
+		}
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		*sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.As4()}
+		putPort(&sa4.Port, to.Port())
+		return unix.SizeofSockaddrInet4, nil
+	}
+	*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.As16()}
+	putPort(&sa.Port, to.Port())
+	if z := a.Zone(); z != "" {
+		sa.Scope_id = zoneIndex(z)
+	}
+	return unix.SizeofSockaddrInet6, nil
+}
+
+func putPort(dst *uint16, port uint16) {
+	p := (*[2]byte)(unsafe.Pointer(dst))
+	p[0], p[1] = byte(port>>8), byte(port)
+}
+
+// zones caches interface names by index, as link-local addresses repeat.
+var zones sync.Map // uint32 -> string
+
+func zoneName(index uint32) string {
+	if z, ok := zones.Load(index); ok {
+		return z.(string)
+	}
+	name := strconv.FormatUint(uint64(index), 10)
+	if ifi, err := net.InterfaceByIndex(int(index)); err == nil {
+		name = ifi.Name
+	}
+	zones.Store(index, name)
+	return name
+}
+
+func zoneIndex(zone string) uint32 {
+	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
+		return uint32(n)
+	}
+	if ifi, err := net.InterfaceByName(zone); err == nil {
+		return uint32(ifi.Index)
+	}
+	return 0
+}

@@ -1,0 +1,134 @@
+package ringpoll
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// Packet is one datagram in a batch.
+//
+// From ReadBatch, Data is a view into the Batch's memory, valid until the
+// Batch is read into again or released; Addr is the sender. For
+// WriteBatch, Data is the payload and Addr the destination (the zero
+// AddrPort on a connected PacketConn).
+type Packet struct {
+	Data []byte
+	Addr netip.AddrPort
+	// Truncated is set by ReadBatch when the datagram was longer than the
+	// Batch's slots: Data holds its first part. Size is its full length.
+	Truncated bool
+	// Size is the datagram's length as sent; len(Data) unless Truncated.
+	Size int
+}
+
+// Errors of the packet API.
+var (
+	// ErrTruncated is returned, with the bytes that fit, by a read whose
+	// datagram was longer than the buffer. A Batch reports it per packet
+	// instead (Packet.Truncated).
+	ErrTruncated = errors.New("ringpoll: datagram longer than the buffer, its end was cut off: read with a larger buffer (up to 65535 bytes)")
+	// ErrMessageTooLong is returned by writes of a payload no UDP datagram
+	// can carry: over 65507 bytes on IPv4 and 65527 on IPv6. It matches
+	// syscall.EMSGSIZE too.
+	ErrMessageTooLong error = messageTooLongError{}
+)
+
+type messageTooLongError struct{}
+
+func (messageTooLongError) Error() string {
+	return "ringpoll: payload longer than a UDP datagram can carry (65507 bytes on IPv4, 65527 on IPv6): split it"
+}
+func (messageTooLongError) Is(target error) bool { return target == syscall.EMSGSIZE }
+
+// Default batch shape: DefaultBatchPackets datagrams of up to
+// DefaultPacketSize bytes.
+const (
+	DefaultBatchPackets = 64
+	DefaultPacketSize   = 2048
+)
+
+// maxPayload is the largest UDP payload for a socket family, without IPv6
+// jumbograms.
+func maxPayload(v6 bool) int {
+	if v6 {
+		return 65535 - 8
+	}
+	return 65535 - 20 - 8
+}
+
+// PacketStats are a PacketConn's counters.
+type PacketStats struct {
+	// Drops counts datagrams the kernel dropped for this socket because its
+	// receive buffer was full (SK_MEMINFO_DROPS, the counter SO_RXQ_OVFL
+	// reports); raise it with SetReadBuffer or read faster.
+	Drops uint64
+	// Truncated counts datagrams cut short because the buffer was too
+	// small, each also reported to the reader.
+	Truncated uint64
+	// Batches and Packets count receive calls that returned datagrams and
+	// the datagrams they returned: Packets/Batches is the batch size reads
+	// achieve.
+	Batches, Packets uint64
+	// SendBatches and SentPackets are the same for sends.
+	SendBatches, SentPackets uint64
+}
+
+// String formats the counters on one line.
+func (s PacketStats) String() string {
+	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d",
+		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets)
+}
+
+// checkPacketNetwork accepts the UDP networks.
+func checkPacketNetwork(network string) error {
+	switch network {
+	case "udp", "udp4", "udp6":
+		return nil
+	}
+	return fmt.Errorf("ringpoll: network %q: want udp, udp4 or udp6: %w", network, net.UnknownNetworkError(network))
+}
+
+// aLongTimeAgo is a deadline that has passed, to unblock readers.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// WithReusePort opens n sockets on one UDP address with SO_REUSEPORT, each
+// read by its own goroutine, where a PacketServer listens
+// (ListenAndServe) or ListenPacketGroup is called; the kernel spreads
+// datagrams over them by a hash of source and destination (so one busy
+// peer lands on one socket: the spread is only as even as the peers are
+// many). On ListenPacket it only sets SO_REUSEPORT, so that other sockets
+// may join. 1 <= n <= 1024.
+func WithReusePort(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 1024 {
+			c.fail("WithReusePort(%d): the socket count must be between 1 and 1024", n)
+			return
+		}
+		c.reusePort = n
+	}
+}
+
+// WithCPUSteering makes a WithReusePort group hand each datagram to the
+// socket whose index is the number of the CPU that received it, modulo
+// the group's size (a classic BPF program, SO_ATTACH_REUSEPORT_CBPF):
+// with one socket per CPU, a datagram is read where its softirq ran.
+func WithCPUSteering() Option {
+	return func(c *config) { c.steerCPU = true }
+}
+
+// WithPacketBatch sets the shape of the batches a PacketServer reads: count
+// datagrams of up to size bytes each (see NewBatch). Default:
+// DefaultBatchPackets of DefaultPacketSize.
+func WithPacketBatch(count, size int) Option {
+	return func(c *config) {
+		if count < 1 || count > 1024 || size < 1 || size > 65535 {
+			c.fail("WithPacketBatch(%d, %d): want 1 to 1024 datagrams of 1 to 65535 bytes", count, size)
+			return
+		}
+		c.batch = [2]int{count, size}
+	}
+}

@@ -1,0 +1,455 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/ringpoll/ringpoll/internal/mmsg"
+	"golang.org/x/sys/unix"
+)
+
+// PacketConn is a UDP socket: a net.PacketConn, a net.Conn (for Read and
+// Write, meaningful once connected by DialPacket) and a syscall.Conn, safe
+// for concurrent use, with deadlines that work as net's do. Beyond net's
+// methods it reads and writes batches of datagrams, many per system call
+// and without allocating per datagram: see Batch, ReadBatch and
+// WriteBatch.
+//
+// A PacketConn waits for readiness in Go's own poller on every engine and
+// moves datagrams with recvmmsg(2) and sendmmsg(2); the engine option is
+// checked (WithEngine of an engine that cannot run here fails) but no
+// io_uring loop takes part yet.
+type PacketConn struct {
+	uc        *net.UDPConn
+	raw       syscall.RawConn
+	network   string
+	family    int // AF_INET or AF_INET6
+	connected bool
+	max       int // largest payload a datagram carries
+	sends     sync.Pool
+
+	truncated, batches, packets, sendBatches, sent atomic.Uint64
+}
+
+var (
+	_ net.PacketConn = (*PacketConn)(nil)
+	_ net.Conn       = (*PacketConn)(nil)
+	_ syscall.Conn   = (*PacketConn)(nil)
+)
+
+// ListenPacket opens a UDP socket on the local address, as
+// net.ListenPacket does for "udp", "udp4" and "udp6". Options: WithEngine,
+// WithReusePort (so that other sockets may share the address).
+func ListenPacket(network, address string, opts ...Option) (*PacketConn, error) {
+	cfg, err := packetConfig(network, opts)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	lc := net.ListenConfig{Control: cfg.packetControl}
+	pc, err := lc.ListenPacket(context.Background(), network, address)
+	if err != nil {
+		return nil, err
+	}
+	return newPacketConn(pc.(*net.UDPConn), network, false)
+}
+
+// DialPacket connects a UDP socket to the remote address, as net.Dial does
+// for "udp", "udp4" and "udp6": Read, Write and batches without addresses
+// then go to and come from that peer only, and ICMP errors the peer's host
+// sends back (port unreachable) fail later reads and writes with
+// syscall.ECONNREFUSED, as on a net.UDPConn.
+func DialPacket(network, address string, opts ...Option) (*PacketConn, error) {
+	cfg, err := packetConfig(network, opts)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	d := net.Dialer{Control: cfg.packetControl}
+	c, err := d.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return newPacketConn(c.(*net.UDPConn), network, true)
+}
+
+func packetConfig(network string, opts []Option) (*config, error) {
+	if err := checkPacketNetwork(network); err != nil {
+		return nil, err
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cfg.engine.resolve(cfg.logger); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// packetControl sets the socket options the configuration asks for before
+// the socket binds.
+func (c *config) packetControl(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if c.reusePort > 0 {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return os.NewSyscallError("setsockopt", err)
+	}
+	return nil
+}
+
+func newPacketConn(uc *net.UDPConn, network string, connected bool) (*PacketConn, error) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	c := &PacketConn{uc: uc, raw: raw, network: network, connected: connected}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		c.family, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		uc.Close()
+		return nil, os.NewSyscallError("getsockopt", err)
+	}
+	c.max = maxPayload(c.family == unix.AF_INET6)
+	c.sends.New = func() any { return newSendOp() }
+	return c, nil
+}
+
+// ReadFromAddrPort reads one datagram into b and returns its length and
+// sender. A datagram longer than b fills b and returns ErrTruncated with
+// it (net's ReadFrom cuts it silently).
+func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
+	n, _, flags, addr, err := c.uc.ReadMsgUDPAddrPort(b, nil)
+	if err == nil && flags&unix.MSG_TRUNC != 0 {
+		c.truncated.Add(1)
+		err = c.opError("read", addr, ErrTruncated)
+	}
+	return n, addr, err
+}
+
+// ReadFrom implements net.PacketConn; see ReadFromAddrPort.
+func (c *PacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, ap, err := c.ReadFromAddrPort(b)
+	if !ap.IsValid() {
+		return n, nil, err
+	}
+	return n, net.UDPAddrFromAddrPort(ap), err
+}
+
+// Read implements net.Conn: it reads one datagram, from the connected
+// peer on a PacketConn from DialPacket, from anyone otherwise.
+func (c *PacketConn) Read(b []byte) (int, error) {
+	n, _, err := c.ReadFromAddrPort(b)
+	return n, err
+}
+
+// WriteToAddrPort sends b as one datagram to addr.
+func (c *PacketConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	if len(b) > c.max {
+		return 0, c.opError("write", addr, ErrMessageTooLong)
+	}
+	return c.uc.WriteToUDPAddrPort(b, addr)
+}
+
+// WriteTo implements net.PacketConn: it sends b as one datagram to addr, a
+// *net.UDPAddr.
+func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if len(b) > c.max {
+		return 0, &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: ErrMessageTooLong}
+	}
+	return c.uc.WriteTo(b, addr)
+}
+
+// Write implements net.Conn: it sends b as one datagram to the connected
+// peer.
+func (c *PacketConn) Write(b []byte) (int, error) {
+	if len(b) > c.max {
+		return 0, c.opError("write", netip.AddrPort{}, ErrMessageTooLong)
+	}
+	return c.uc.Write(b)
+}
+
+// Close closes the socket; blocked reads and writes return net.ErrClosed.
+func (c *PacketConn) Close() error { return c.uc.Close() }
+
+// LocalAddr returns the local address, a *net.UDPAddr.
+func (c *PacketConn) LocalAddr() net.Addr { return c.uc.LocalAddr() }
+
+// RemoteAddr returns the connected peer's address, or nil if the
+// PacketConn is not connected.
+func (c *PacketConn) RemoteAddr() net.Addr {
+	if !c.connected {
+		return nil
+	}
+	return c.uc.RemoteAddr()
+}
+
+// SetDeadline sets the read and write deadlines, as net.Conn's does.
+func (c *PacketConn) SetDeadline(t time.Time) error { return c.uc.SetDeadline(t) }
+
+// SetReadDeadline sets the deadline for reads, batches included.
+func (c *PacketConn) SetReadDeadline(t time.Time) error { return c.uc.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the deadline for writes, batches included.
+func (c *PacketConn) SetWriteDeadline(t time.Time) error { return c.uc.SetWriteDeadline(t) }
+
+// SetReadBuffer sets the socket's receive buffer size (SO_RCVBUF). A server
+// taking bursts of datagrams wants it large: what does not fit is dropped
+// and counted in PacketStats.Drops.
+func (c *PacketConn) SetReadBuffer(bytes int) error { return c.uc.SetReadBuffer(bytes) }
+
+// SetWriteBuffer sets the socket's send buffer size (SO_SNDBUF).
+func (c *PacketConn) SetWriteBuffer(bytes int) error { return c.uc.SetWriteBuffer(bytes) }
+
+// SyscallConn returns the raw socket. Its Read and Write wait in Go's
+// poller as a net.UDPConn's do.
+func (c *PacketConn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
+
+// Stats returns the counters, with the kernel's count of drops read now.
+func (c *PacketConn) Stats() PacketStats {
+	s := PacketStats{
+		Truncated:   c.truncated.Load(),
+		Batches:     c.batches.Load(),
+		Packets:     c.packets.Load(),
+		SendBatches: c.sendBatches.Load(),
+		SentPackets: c.sent.Load(),
+	}
+	c.raw.Control(func(fd uintptr) { s.Drops = socketDrops(int(fd)) })
+	return s
+}
+
+// socketDrops reads the socket's drop counter with SO_MEMINFO, which costs
+// nothing per datagram (SO_RXQ_OVFL would add a control message to each).
+func socketDrops(fd int) uint64 {
+	var info [unix.SK_MEMINFO_VARS + 8]uint32
+	size := uint32(unsafe.Sizeof(info))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 || size < (unix.SK_MEMINFO_DROPS+1)*4 {
+		return 0
+	}
+	return uint64(info[unix.SK_MEMINFO_DROPS])
+}
+
+func (c *PacketConn) opError(op string, addr netip.AddrPort, err error) error {
+	var a net.Addr
+	if addr.IsValid() {
+		a = net.UDPAddrFromAddrPort(addr)
+	} else if c.connected {
+		a = c.uc.RemoteAddr()
+	}
+	return &net.OpError{Op: op, Net: c.network, Source: c.uc.LocalAddr(), Addr: a, Err: err}
+}
+
+// rawError turns the error of a RawConn call into the one a read or write
+// returns: the cause (net.ErrClosed, os.ErrDeadlineExceeded) in an
+// OpError naming op.
+func (c *PacketConn) rawError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return c.opError(op, netip.AddrPort{}, err)
+}
+
+// Batch is memory for reading many datagrams with one call: a number of
+// slots of a fixed size, each taking one datagram, and the headers the
+// kernel fills. Make one per reading goroutine and use it again and again:
+// a read allocates nothing.
+//
+// The Packets that ReadBatch returns point into the Batch: they stay valid
+// until the Batch is read into again or Release is called, and no other
+// connection's data ever shows in them. A Batch is not safe for concurrent
+// use.
+type Batch struct {
+	h    *mmsg.Headers
+	mem  []byte
+	size int
+	pkts []Packet
+
+	got    int
+	err    error
+	recvFn func(uintptr) bool
+}
+
+// Limits of NewBatch.
+const (
+	MaxBatchPackets = mmsg.MaxBatch
+	MaxPacketSize   = 65535
+)
+
+// NewBatch makes a Batch of count slots of size bytes each (1 <= count <=
+// MaxBatchPackets, 1 <= size <= MaxPacketSize). Datagrams longer than size
+// arrive truncated, and say so. DefaultBatchPackets and DefaultPacketSize
+// suit datagrams up to a common path MTU.
+func NewBatch(count, size int) (*Batch, error) {
+	if count < 1 || count > MaxBatchPackets {
+		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the count must be between 1 and %d", count, size, MaxBatchPackets))
+	}
+	if size < 1 || size > MaxPacketSize {
+		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the size must be between 1 and %d bytes", count, size, MaxPacketSize))
+	}
+	b := &Batch{h: mmsg.NewHeaders(count), mem: make([]byte, count*size), size: size, pkts: make([]Packet, count)}
+	b.recvFn = b.recv
+	return b, nil
+}
+
+// Release ends the use of the Packets last read into b. Reading into b
+// again releases them too; Release is for a reader that lets go early.
+func (b *Batch) Release() { clear(b.pkts) }
+
+func (b *Batch) recv(fd uintptr) bool {
+	for {
+		b.got, b.err = b.h.Recv(int(fd), len(b.pkts))
+		switch b.err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		return true
+	}
+}
+
+// ReadBatch reads as many datagrams as have arrived, up to b's count,
+// waiting (up to the read deadline) until at least one has. The returned
+// Packets are views into b, valid until b is read into again or released.
+// A datagram longer than b's slots comes with Truncated set.
+func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
+	b.Release()
+	for i := range b.pkts {
+		b.h.PrepareRecv(i, b.mem[i*b.size:(i+1)*b.size])
+	}
+	if err := c.raw.Read(b.recvFn); err != nil {
+		return nil, c.rawError("read", err)
+	}
+	if b.err != nil {
+		return nil, c.opError("read", netip.AddrPort{}, os.NewSyscallError("recvmmsg", b.err))
+	}
+	ps := b.pkts[:b.got]
+	var cut uint64
+	for i := range ps {
+		n := b.h.Size(i)
+		ps[i] = Packet{Addr: b.h.Addr(i), Size: n, Truncated: b.h.Truncated(i)}
+		if ps[i].Truncated {
+			n = b.size
+			cut++
+		}
+		ps[i].Data = b.mem[i*b.size : i*b.size+n : i*b.size+b.size]
+	}
+	c.batches.Add(1)
+	c.packets.Add(uint64(len(ps)))
+	if cut > 0 {
+		c.truncated.Add(cut)
+	}
+	return ps, nil
+}
+
+// sendOp is one WriteBatch's headers and progress, pooled per PacketConn.
+type sendOp struct {
+	h       *mmsg.Headers
+	from, n int
+	err     error
+	sendFn  func(uintptr) bool
+}
+
+func newSendOp() *sendOp {
+	o := &sendOp{h: mmsg.NewHeaders(DefaultBatchPackets)}
+	o.sendFn = o.send
+	return o
+}
+
+func (o *sendOp) send(fd uintptr) bool {
+	for o.from < o.n {
+		r, err := o.h.Send(int(fd), o.from, o.n-o.from)
+		switch err {
+		case nil:
+			o.from += r
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false
+		default:
+			o.err = err
+			return true
+		}
+	}
+	return true
+}
+
+// WriteBatch sends the packets in order, many per system call, waiting (up
+// to the write deadline) while the socket's send buffer is full: none is
+// dropped for want of room. It returns how many were sent; if that is
+// fewer than len(ps), ps[n] is the one that failed, with the error.
+// Packet.Addr is each destination; on a connected PacketConn it must be
+// the zero AddrPort (the peer), as WriteTo fails there.
+func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
+	o := c.sends.Get().(*sendOp)
+	defer c.sends.Put(o)
+	sent := 0
+	for len(ps) > 0 {
+		k := min(len(ps), o.h.Cap())
+		for i := range k {
+			p := &ps[i]
+			if err := c.checkSend(p); err != nil {
+				if i == 0 {
+					return sent, err
+				}
+				k = i // send those before it; the next round fails on it
+				break
+			}
+			o.h.PrepareSend(i, p.Data, p.Addr, c.family, 0)
+		}
+		o.from, o.n, o.err = 0, k, nil
+		err := c.raw.Write(o.sendFn)
+		sent += o.from
+		if o.from > 0 {
+			c.sendBatches.Add(1)
+			c.sent.Add(uint64(o.from))
+		}
+		if err != nil {
+			return sent, c.rawError("write", err)
+		}
+		if o.err != nil {
+			return sent, c.opError("write", ps[o.from].Addr, os.NewSyscallError("sendmmsg", o.err))
+		}
+		ps = ps[k:]
+	}
+	return sent, nil
+}
+
+// checkSend reports what would make the kernel refuse p, clearly.
+func (c *PacketConn) checkSend(p *Packet) error {
+	switch {
+	case len(p.Data) > c.max:
+		return c.opError("write", p.Addr, ErrMessageTooLong)
+	case c.connected && p.Addr.IsValid():
+		return c.opError("write", p.Addr, net.ErrWriteToConnected)
+	case !c.connected && !p.Addr.IsValid():
+		return c.opError("write", p.Addr, errMissingAddress)
+	case p.Addr.IsValid() && c.family == unix.AF_INET && !p.Addr.Addr().Unmap().Is4():
+		return c.opError("write", p.Addr, fmt.Errorf("ringpoll: IPv6 destination on an IPv4 socket: %w", syscall.EAFNOSUPPORT))
+	}
+	return nil
+}
+
+var errMissingAddress = errors.New("ringpoll: packet without a destination on an unconnected PacketConn: set Packet.Addr")

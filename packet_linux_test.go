@@ -1,0 +1,475 @@
+package ringpoll
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pcFamilies are the address families the packet tests run on.
+var pcFamilies = []struct{ network, addr string }{
+	{"udp4", "127.0.0.1:0"},
+	{"udp6", "[::1]:0"},
+}
+
+// forEachPacketSetup runs f per engine and address family.
+func forEachPacketSetup(t *testing.T, f func(t *testing.T, e Engine, network, addr string)) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, fam := range pcFamilies {
+			t.Run(fam.network, func(t *testing.T) {
+				if fam.network == "udp6" && ipv6Loopback() != nil {
+					t.Skipf("no IPv6 loopback here: %v", ipv6Loopback())
+				}
+				f(t, e, fam.network, fam.addr)
+			})
+		}
+	})
+}
+
+// pcListen opens a PacketConn closed at the end of the test.
+func pcListen(t testing.TB, e Engine, network, addr string, opts ...Option) *PacketConn {
+	t.Helper()
+	c, err := ListenPacket(network, addr, append([]Option{WithEngine(e)}, opts...)...)
+	if err != nil {
+		t.Fatalf("ListenPacket(%s, %s): %v", network, addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func pcAddrPort(c *PacketConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+func pcBatch(t testing.TB, count, size int) *Batch {
+	t.Helper()
+	b, err := NewBatch(count, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pcDeadline bounds each test read, so that a lost datagram fails the
+// test instead of hanging it.
+func pcDeadline(t testing.TB, c *PacketConn) {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(tsTimeout)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPacketConnRoundTrip(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		pcDeadline(t, b)
+		if _, err := a.WriteTo([]byte("hello"), b.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		n, from, err := b.ReadFrom(buf)
+		if err != nil || string(buf[:n]) != "hello" {
+			t.Fatalf("ReadFrom = %q, %v; want hello", buf[:n], err)
+		}
+		if from.String() != a.LocalAddr().String() {
+			t.Errorf("sender %v, want %v", from, a.LocalAddr())
+		}
+		if _, err := b.WriteToAddrPort([]byte("back"), pcAddrPort(a)); err != nil {
+			t.Fatal(err)
+		}
+		pcDeadline(t, a)
+		n, ap, err := a.ReadFromAddrPort(buf)
+		if err != nil || string(buf[:n]) != "back" || ap != pcAddrPort(b) {
+			t.Fatalf("ReadFromAddrPort = %q, %v, %v; want back from %v", buf[:n], ap, err, pcAddrPort(b))
+		}
+		if a.RemoteAddr() != nil {
+			t.Errorf("RemoteAddr of a listening PacketConn = %v, want nil", a.RemoteAddr())
+		}
+	})
+}
+
+func TestPacketConnBatchRoundTrip(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		const total = 200
+		out := make([]Packet, 0, total)
+		want := map[string]bool{}
+		for i := range total {
+			p := fmt.Sprintf("datagram %d %s", i, bytes.Repeat([]byte{'x'}, i%50))
+			want[p] = true
+			out = append(out, Packet{Data: []byte(p), Addr: pcAddrPort(b)})
+		}
+		batch := pcBatch(t, 16, 256)
+		got := map[string]bool{}
+		// In windows of 50, so that the receive buffer never overflows.
+		for w := 0; w < total; w += 50 {
+			n, err := a.WriteBatch(out[w : w+50])
+			if n != 50 || err != nil {
+				t.Fatalf("WriteBatch = %d, %v; want 50", n, err)
+			}
+			for seen := 0; seen < 50; {
+				pcDeadline(t, b)
+				ps, err := b.ReadBatch(batch)
+				if err != nil {
+					t.Fatalf("ReadBatch after %d: %v", len(got), err)
+				}
+				for _, p := range ps {
+					if p.Addr != pcAddrPort(a) || p.Truncated || p.Size != len(p.Data) {
+						t.Fatalf("packet %q from %v truncated=%v size=%d", p.Data, p.Addr, p.Truncated, p.Size)
+					}
+					if got[string(p.Data)] || !want[string(p.Data)] {
+						t.Fatalf("unexpected or repeated datagram %q", p.Data)
+					}
+					got[string(p.Data)] = true
+				}
+				seen += len(ps)
+			}
+		}
+		if len(got) != total {
+			t.Fatalf("received %d datagrams, want %d", len(got), total)
+		}
+		sa, sb := a.Stats(), b.Stats()
+		if sa.SentPackets != total || sb.Packets != total || sb.Batches == 0 || sb.Drops != 0 {
+			t.Errorf("stats: sender %v; receiver %v", sa, sb)
+		}
+	})
+}
+
+// TestPacketConnBatchViewsStay: the views a ReadBatch returned keep their
+// bytes while other datagrams arrive, until the Batch is read into again.
+func TestPacketConnBatchViewsStay(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		b1, b2 := pcBatch(t, 4, 64), pcBatch(t, 4, 64)
+		if _, err := a.WriteToAddrPort([]byte("first"), pcAddrPort(b)); err != nil {
+			t.Fatal(err)
+		}
+		pcDeadline(t, b)
+		held, err := b.ReadBatch(b1)
+		if err != nil || len(held) != 1 {
+			t.Fatalf("ReadBatch = %d packets, %v", len(held), err)
+		}
+		for i := range 20 {
+			if _, err := a.WriteToAddrPort([]byte(fmt.Sprintf("other %d", i)), pcAddrPort(b)); err != nil {
+				t.Fatal(err)
+			}
+			if ps, err := b.ReadBatch(b2); err != nil || len(ps) == 0 {
+				t.Fatalf("ReadBatch into the second batch: %v", err)
+			}
+		}
+		if string(held[0].Data) != "first" {
+			t.Fatalf("held view changed to %q", held[0].Data)
+		}
+		b1.Release()
+		if held[0].Data != nil {
+			t.Errorf("Release left the packet's view in place")
+		}
+	})
+}
+
+func TestPacketConnDeadlines(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		batch := pcBatch(t, 4, 64)
+		buf := make([]byte, 64)
+		checkTimeout := func(what string, err error) {
+			t.Helper()
+			var ne net.Error
+			if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("%s: %v, want a timeout wrapping os.ErrDeadlineExceeded", what, err)
+			}
+		}
+		b.SetReadDeadline(time.Now().Add(-time.Second))
+		_, _, err := b.ReadFrom(buf)
+		checkTimeout("ReadFrom past the deadline", err)
+		_, err = b.ReadBatch(batch)
+		checkTimeout("ReadBatch past the deadline", err)
+		b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err = b.ReadBatch(batch)
+		checkTimeout("ReadBatch waiting for a deadline", err)
+		// Cleared, the deadline lets the next datagram through.
+		b.SetReadDeadline(time.Time{})
+		if _, err := a.WriteTo([]byte("late"), b.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := b.ReadBatch(batch)
+		if err != nil || len(ps) != 1 || string(ps[0].Data) != "late" {
+			t.Fatalf("ReadBatch after clearing the deadline: %d packets, %v", len(ps), err)
+		}
+		a.SetWriteDeadline(time.Now().Add(-time.Second))
+		_, err = a.WriteBatch([]Packet{{Data: []byte("x"), Addr: pcAddrPort(b)}})
+		checkTimeout("WriteBatch past the deadline", err)
+		_, err = a.WriteTo([]byte("x"), b.LocalAddr())
+		checkTimeout("WriteTo past the deadline", err)
+	})
+}
+
+// TestPacketConnCloseUnblocks: Close returns blocked readers of both kinds
+// with net.ErrClosed, and later calls fail the same way.
+func TestPacketConnCloseUnblocks(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		c := pcListen(t, e, network, addr)
+		errs := make(chan error, 2)
+		go func() {
+			_, _, err := c.ReadFrom(make([]byte, 16))
+			errs <- err
+		}()
+		go func() {
+			_, err := c.ReadBatch(pcBatch(t, 4, 16))
+			errs <- err
+		}()
+		c.Close()
+		for range 2 {
+			if err := tsRecv(t, errs, "a blocked reader"); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("blocked read after Close: %v, want net.ErrClosed", err)
+			}
+		}
+		if _, err := c.WriteBatch([]Packet{{Data: []byte("x"), Addr: pcAddrPort(c)}}); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("WriteBatch after Close: %v, want net.ErrClosed", err)
+		}
+	})
+}
+
+// TestPacketConnConcurrent: writers and readers of both kinds share two
+// PacketConns; every datagram arrives exactly once. A window of credits
+// keeps the datagrams in flight under what the receive buffer holds.
+func TestPacketConnConcurrent(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		src, dst := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		const writers, each = 4, 100
+		credits := make(chan struct{}, 32)
+		for range cap(credits) {
+			credits <- struct{}{}
+		}
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					<-credits
+					p := []byte(fmt.Sprintf("w%d-%d", w, i))
+					var err error
+					if i%2 == 0 {
+						_, err = src.WriteBatch([]Packet{{Data: p, Addr: pcAddrPort(dst)}})
+					} else {
+						_, err = src.WriteToAddrPort(p, pcAddrPort(dst))
+					}
+					if err != nil {
+						t.Errorf("write: %v", err)
+						return
+					}
+				}
+			})
+		}
+		var mu sync.Mutex
+		got := map[string]int{}
+		count := func(p []byte) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			got[string(p)]++
+			credits <- struct{}{}
+			return len(got) == writers*each
+		}
+		dst.SetReadDeadline(time.Now().Add(tsTimeout))
+		done := make(chan struct{})
+		var once sync.Once
+		finish := func() { once.Do(func() { close(done); dst.SetReadDeadline(aLongTimeAgo) }) }
+		var rg sync.WaitGroup
+		rg.Go(func() {
+			buf := make([]byte, 64)
+			for {
+				n, _, err := dst.ReadFromAddrPort(buf)
+				if err != nil {
+					return
+				}
+				if count(buf[:n]) {
+					finish()
+				}
+			}
+		})
+		rg.Go(func() {
+			b := pcBatch(t, 8, 64)
+			for {
+				ps, err := dst.ReadBatch(b)
+				if err != nil {
+					return
+				}
+				for _, p := range ps {
+					if count(p.Data) {
+						finish()
+					}
+				}
+			}
+		})
+		wg.Wait()
+		rg.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatalf("readers stopped with %d of %d datagrams", len(got), writers*each)
+		}
+		for k, n := range got {
+			if n != 1 {
+				t.Errorf("datagram %s arrived %d times", k, n)
+			}
+		}
+	})
+}
+
+func TestPacketConnTruncation(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		long := bytes.Repeat([]byte("0123456789"), 10)
+		send := func() {
+			if _, err := a.WriteToAddrPort(long, pcAddrPort(b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send()
+		pcDeadline(t, b)
+		buf := make([]byte, 10)
+		n, from, err := b.ReadFrom(buf)
+		if n != 10 || !errors.Is(err, ErrTruncated) || from == nil || string(buf) != "0123456789" {
+			t.Errorf("ReadFrom of 100 bytes into 10 = %d, %v, %v; want 10, the sender, ErrTruncated", n, from, err)
+		}
+		send()
+		ps, err := b.ReadBatch(pcBatch(t, 2, 10))
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("ReadBatch = %d, %v", len(ps), err)
+		}
+		if p := ps[0]; !p.Truncated || p.Size != 100 || string(p.Data) != "0123456789" {
+			t.Errorf("truncated packet: Truncated=%v Size=%d Data=%q", p.Truncated, p.Size, p.Data)
+		}
+		if s := b.Stats(); s.Truncated != 2 {
+			t.Errorf("Stats().Truncated = %d, want 2", s.Truncated)
+		}
+	})
+}
+
+// TestPacketConnSizes: the largest datagram a family carries goes through
+// whole; one byte more is refused with ErrMessageTooLong, by every write.
+func TestPacketConnSizes(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		max := maxPayload(network == "udp6")
+		big := bytes.Repeat([]byte{7}, max)
+		if err := b.SetReadBuffer(4 * max); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := a.WriteBatch([]Packet{{Data: big, Addr: pcAddrPort(b)}}); n != 1 || err != nil {
+			t.Fatalf("WriteBatch of %d bytes = %d, %v", max, n, err)
+		}
+		pcDeadline(t, b)
+		ps, err := b.ReadBatch(pcBatch(t, 1, MaxPacketSize))
+		if err != nil || len(ps) != 1 || !bytes.Equal(ps[0].Data, big) {
+			t.Fatalf("ReadBatch of the largest datagram: %d packets, %v", len(ps), err)
+		}
+		over := append(big, 7)
+		checkTooLong := func(what string, n int, err error) {
+			t.Helper()
+			if n != 0 || !errors.Is(err, ErrMessageTooLong) || !errors.Is(err, syscall.EMSGSIZE) {
+				t.Errorf("%s of %d bytes = %d, %v; want ErrMessageTooLong", what, len(over), n, err)
+			}
+		}
+		n, err := a.WriteTo(over, b.LocalAddr())
+		checkTooLong("WriteTo", n, err)
+		n, err = a.WriteToAddrPort(over, pcAddrPort(b))
+		checkTooLong("WriteToAddrPort", n, err)
+		n, err = a.WriteBatch([]Packet{{Data: over, Addr: pcAddrPort(b)}})
+		checkTooLong("WriteBatch", n, err)
+		// A bad packet in the middle: those before it go, it fails.
+		n, err = a.WriteBatch([]Packet{{Data: []byte("ok"), Addr: pcAddrPort(b)}, {Data: over, Addr: pcAddrPort(b)}})
+		if n != 1 || !errors.Is(err, ErrMessageTooLong) {
+			t.Errorf("WriteBatch of a good and a too-long packet = %d, %v; want 1, ErrMessageTooLong", n, err)
+		}
+	})
+}
+
+// TestPacketConnConnected: DialPacket's PacketConn reads and writes its
+// peer only, refuses addressed writes, and surfaces the peer host's ICMP
+// port unreachable as syscall.ECONNREFUSED.
+func TestPacketConnConnected(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		srv := pcListen(t, e, network, addr)
+		c, err := DialPacket(network, srv.LocalAddr().String(), WithEngine(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if c.RemoteAddr().String() != srv.LocalAddr().String() {
+			t.Errorf("RemoteAddr = %v, want %v", c.RemoteAddr(), srv.LocalAddr())
+		}
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.WriteBatch([]Packet{{Data: []byte("ping2")}}); n != 1 || err != nil {
+			t.Fatalf("WriteBatch to the peer = %d, %v", n, err)
+		}
+		pcDeadline(t, srv)
+		batch := pcBatch(t, 4, 64)
+		var got []string
+		for len(got) < 2 {
+			ps, err := srv.ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				got = append(got, string(p.Data))
+				if _, err := srv.WriteToAddrPort([]byte("pong"), p.Addr); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		pcDeadline(t, c)
+		buf := make([]byte, 16)
+		if n, err := c.Read(buf); err != nil || string(buf[:n]) != "pong" {
+			t.Fatalf("Read = %q, %v", buf[:n], err)
+		}
+		if _, err := c.WriteBatch([]Packet{{Data: []byte("x"), Addr: pcAddrPort(srv)}}); !errors.Is(err, net.ErrWriteToConnected) {
+			t.Errorf("addressed WriteBatch on a connected PacketConn: %v, want net.ErrWriteToConnected", err)
+		}
+		// The peer goes away: the next exchange fails with ECONNREFUSED.
+		srv.Close()
+		for _, read := range []func() error{
+			func() error { _, err := c.Read(buf); return err },
+			func() error { _, err := c.ReadBatch(batch); return err },
+		} {
+			if _, err := c.Write([]byte("anyone?")); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("Write to a closed port: %v", err)
+			} else if err != nil {
+				continue // the error was reported here
+			}
+			pcDeadline(t, c)
+			if err := read(); !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("read after writing to a closed port: %v, want ECONNREFUSED", err)
+			}
+		}
+	})
+}
+
+// TestPacketBadInput: malformed arguments fail clearly, naming what to fix.
+func TestPacketBadInput(t *testing.T) {
+	for _, args := range [][2]int{{0, 10}, {MaxBatchPackets + 1, 10}, {1, 0}, {1, MaxPacketSize + 1}} {
+		if _, err := NewBatch(args[0], args[1]); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("NewBatch(%d, %d): %v, want ErrInvalidOption", args[0], args[1], err)
+		}
+	}
+	if _, err := ListenPacket("tcp", "127.0.0.1:0"); err == nil {
+		t.Error("ListenPacket(tcp) succeeded")
+	}
+	if _, err := ListenPacket("udp", "127.0.0.1:0", WithReusePort(0)); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("WithReusePort(0): %v, want ErrInvalidOption", err)
+	}
+	c := pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0")
+	if _, err := c.WriteBatch([]Packet{{Data: []byte("x")}}); err == nil {
+		t.Error("WriteBatch without an address on an unconnected PacketConn succeeded")
+	}
+	v6 := netip.MustParseAddrPort("[::1]:53")
+	if _, err := c.WriteBatch([]Packet{{Data: []byte("x"), Addr: v6}}); !errors.Is(err, syscall.EAFNOSUPPORT) {
+		t.Errorf("IPv6 destination on an IPv4 socket: %v, want EAFNOSUPPORT", err)
+	}
+}

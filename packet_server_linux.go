@@ -1,0 +1,341 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/gopool"
+	"golang.org/x/sys/unix"
+)
+
+// PacketHandler serves datagrams a batch at a time. ServePackets gets the
+// datagrams one read returned (views valid until it returns) and a
+// PacketWriter whose replies go out together, many per system call, when
+// it returns.
+type PacketHandler interface {
+	ServePackets(w *PacketWriter, in []Packet)
+}
+
+// PacketHandlerFunc adapts a function to a PacketHandler.
+type PacketHandlerFunc func(w *PacketWriter, in []Packet)
+
+// ServePackets calls f(w, in).
+func (f PacketHandlerFunc) ServePackets(w *PacketWriter, in []Packet) { f(w, in) }
+
+// PacketWriter queues a handler's replies: WriteTo copies the payload, and
+// the queued datagrams are sent with one WriteBatch (sendmmsg) when the
+// handler returns, or earlier with Flush or when the queue fills.
+type PacketWriter struct {
+	conn *PacketConn
+	out  []Packet
+	mem  []byte
+	log  func(error)
+}
+
+// pwQueue is how many replies a PacketWriter queues before it sends them.
+const pwQueue = DefaultBatchPackets
+
+// Conn returns the socket the datagrams came from and replies leave by.
+func (w *PacketWriter) Conn() *PacketConn { return w.conn }
+
+// WriteTo queues b, copied, as a datagram to addr. It fails only for a
+// payload no datagram can carry (ErrMessageTooLong) or, when the queue
+// was full and sending it failed, with that error.
+func (w *PacketWriter) WriteTo(b []byte, addr netip.AddrPort) error {
+	if len(b) > w.conn.max {
+		return w.conn.opError("write", addr, ErrMessageTooLong)
+	}
+	if len(w.out) == pwQueue || len(w.mem)+len(b) > cap(w.mem) && len(w.out) > 0 {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(w.mem)+len(b) > cap(w.mem) {
+		w.mem = make([]byte, 0, max(2*cap(w.mem), len(b)))
+	}
+	start := len(w.mem)
+	w.mem = append(w.mem, b...)
+	w.out = append(w.out, Packet{Data: w.mem[start:len(w.mem):len(w.mem)], Addr: addr})
+	return nil
+}
+
+// Flush sends the queued datagrams now.
+func (w *PacketWriter) Flush() error {
+	if len(w.out) == 0 {
+		return nil
+	}
+	_, err := w.conn.WriteBatch(w.out)
+	clear(w.out)
+	w.out, w.mem = w.out[:0], w.mem[:0]
+	return err
+}
+
+// PacketServer reads one or more PacketConns, each with a goroutine of its
+// own, and hands the batches read to a PacketHandler: on a pooled
+// goroutine while the reader reads on (up to four batches per socket at
+// once), or on the reader itself with WithInlineHandler, which costs no
+// goroutine switch but reads nothing while the handler runs.
+type PacketServer struct {
+	h    PacketHandler
+	cfg  *config
+	pool *gopool.Pool
+
+	mu      sync.Mutex
+	conns   map[*PacketConn]struct{}
+	closed  bool
+	readers sync.WaitGroup
+	busy    sync.WaitGroup // batches being handled
+	done    chan struct{}
+}
+
+// Batches a pooled-handler socket has out at once.
+const psDepth = 4
+
+// NewPacketServer makes a server for h. Options: WithInlineHandler,
+// WithPacketBatch, WithReusePort and WithCPUSteering (for ListenAndServe),
+// WithEngine, WithLogger.
+func NewPacketServer(h PacketHandler, opts ...Option) (*PacketServer, error) {
+	if h == nil {
+		return nil, errors.New("ringpoll: NewPacketServer: nil PacketHandler")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cfg.engine.resolve(cfg.logger); err != nil {
+		return nil, err
+	}
+	if cfg.batch[0] == 0 {
+		cfg.batch = [2]int{DefaultBatchPackets, DefaultPacketSize}
+	}
+	s := &PacketServer{h: h, cfg: cfg, conns: map[*PacketConn]struct{}{}, done: make(chan struct{})}
+	if !cfg.inline {
+		s.pool = gopool.New(time.Second)
+	}
+	return s, nil
+}
+
+// ListenAndServe opens the sockets (one, or a WithReusePort group) on
+// the address and serves them until Shutdown or Close, returning
+// ErrServerClosed then.
+func (s *PacketServer) ListenAndServe(network, address string) error {
+	var conns []*PacketConn
+	var err error
+	if s.cfg.reusePort > 0 {
+		conns, err = listenPacketGroup(network, address, s.cfg)
+	} else {
+		var c *PacketConn
+		c, err = ListenPacket(network, address, WithEngine(s.cfg.engine))
+		conns = []*PacketConn{c}
+	}
+	if err != nil {
+		return err
+	}
+	return s.Serve(conns...)
+}
+
+// Serve reads each PacketConn on a goroutine of its own and hands what
+// arrives to the handler, until Shutdown or Close (which close them), and
+// then returns ErrServerClosed. It takes ownership of the PacketConns.
+func (s *PacketServer) Serve(conns ...*PacketConn) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+		return ErrServerClosed
+	}
+	for _, c := range conns {
+		s.conns[c] = struct{}{}
+		s.readers.Add(1)
+		go s.read(c)
+	}
+	s.mu.Unlock()
+	<-s.done
+	return ErrServerClosed
+}
+
+// serveBatch is one batch's memory and the writer of its replies.
+type serveBatch struct {
+	s     *PacketServer
+	b     *Batch
+	w     PacketWriter
+	in    []Packet
+	free  chan *serveBatch
+	runFn func()
+}
+
+func (sb *serveBatch) run() {
+	sb.s.h.ServePackets(&sb.w, sb.in)
+	if err := sb.w.Flush(); err != nil {
+		sb.w.log(err)
+	}
+	sb.in = nil
+	sb.b.Release()
+	sb.free <- sb
+	sb.s.busy.Done()
+}
+
+// read is the loop of one socket.
+func (s *PacketServer) read(c *PacketConn) {
+	defer s.readers.Done()
+	depth := psDepth
+	if s.cfg.inline {
+		depth = 1
+	}
+	free := make(chan *serveBatch, depth)
+	logErr := func(err error) { s.cfg.logger.Warn("ringpoll: sending replies", "local", c.LocalAddr(), "err", err) }
+	for range depth {
+		b, err := NewBatch(s.cfg.batch[0], s.cfg.batch[1])
+		if err != nil {
+			panic(err) // WithPacketBatch checked the shape
+		}
+		sb := &serveBatch{s: s, b: b, w: PacketWriter{conn: c, log: logErr}, free: free}
+		sb.runFn = sb.run
+		free <- sb
+	}
+	for {
+		sb := <-free
+		in, err := c.ReadBatch(sb.b)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// An unconnected socket reports little (a pending ICMP error
+			// with IP_RECVERR off is not among it); log and read on.
+			s.cfg.logger.Warn("ringpoll: reading datagrams", "local", c.LocalAddr(), "err", err)
+			free <- sb
+			continue
+		}
+		sb.in = in
+		s.busy.Add(1)
+		if s.pool == nil {
+			sb.run()
+		} else {
+			s.pool.Go(sb.runFn)
+		}
+	}
+}
+
+// Shutdown stops reading (closing the sockets) and waits until every
+// batch being handled is done, or ctx ends. Serve returns ErrServerClosed.
+func (s *PacketServer) Shutdown(ctx context.Context) error {
+	s.stop()
+	finished := make(chan struct{})
+	go func() {
+		s.readers.Wait()
+		s.busy.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+		if s.pool != nil {
+			s.pool.Close()
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops reading at once, closing the sockets; handlers running
+// finish on their own, their replies failing with net.ErrClosed.
+func (s *PacketServer) Close() error {
+	s.stop()
+	return nil
+}
+
+func (s *PacketServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	close(s.done)
+}
+
+// ListenPacketGroup opens sockets sharing one UDP address with
+// SO_REUSEPORT: as many as WithReusePort says (default GOMAXPROCS), the
+// first bound to the address asked (port 0 picks one) and the rest to the
+// same. The kernel spreads datagrams over them by a hash of the addresses,
+// or, with WithCPUSteering, by the CPU that received them. Serve them with
+// a PacketServer, or read each on a goroutine of its own.
+func ListenPacketGroup(network, address string, opts ...Option) ([]*PacketConn, error) {
+	cfg, err := packetConfig(network, opts)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	return listenPacketGroup(network, address, cfg)
+}
+
+func listenPacketGroup(network, address string, cfg *config) ([]*PacketConn, error) {
+	if cfg.reusePort == 0 {
+		cfg.reusePort = runtime.GOMAXPROCS(0)
+	}
+	lc := net.ListenConfig{Control: cfg.packetControl}
+	var conns []*PacketConn
+	fail := func(err error) ([]*PacketConn, error) {
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, err
+	}
+	for i := range cfg.reusePort {
+		pc, err := lc.ListenPacket(context.Background(), network, address)
+		if err != nil {
+			return fail(err)
+		}
+		c, err := newPacketConn(pc.(*net.UDPConn), network, false)
+		if err != nil {
+			return fail(err)
+		}
+		conns = append(conns, c)
+		if i == 0 {
+			address = c.LocalAddr().String()
+		}
+	}
+	if cfg.steerCPU {
+		if err := steerByCPU(conns[0], len(conns)); err != nil {
+			return fail(&net.OpError{Op: "listen", Net: network, Source: conns[0].LocalAddr(), Err: err})
+		}
+	}
+	return conns, nil
+}
+
+// Classic BPF's ancillary load of the current CPU's number.
+const (
+	skfAdOff = 0xfffff000 // SKF_AD_OFF, -0x1000
+	skfAdCPU = 36         // SKF_AD_CPU
+)
+
+// steerByCPU attaches to a reuseport group a program choosing socket
+// (CPU mod n) for each datagram.
+func steerByCPU(c *PacketConn, n int) error {
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: skfAdOff + skfAdCPU},
+		{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(n)},
+		{Code: unix.BPF_RET | unix.BPF_A},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	var serr error
+	err := c.raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fprog)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return errors.Join(errors.New("ringpoll: attaching the CPU steering program (SO_ATTACH_REUSEPORT_CBPF)"), err)
+	}
+	return nil
+}

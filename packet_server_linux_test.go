@@ -1,0 +1,252 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// psServe serves conns with a PacketServer for h until the test ends,
+// checking that Serve returns ErrServerClosed.
+func psServe(t *testing.T, h PacketHandler, conns []*PacketConn, opts ...Option) *PacketServer {
+	t.Helper()
+	s, err := NewPacketServer(h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(conns...) }()
+	t.Cleanup(func() {
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return s
+}
+
+var psEcho = PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+	for _, p := range in {
+		if err := w.WriteTo(p.Data, p.Addr); err != nil {
+			panic(err)
+		}
+	}
+})
+
+func TestPacketServerEcho(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		for _, inline := range []bool{false, true} {
+			t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+				opts := []Option{WithEngine(e)}
+				if inline {
+					opts = append(opts, WithInlineHandler())
+				}
+				c := pcListen(t, e, network, addr)
+				psServe(t, psEcho, []*PacketConn{c}, opts...)
+				errs := make(chan error, 4)
+				for i := range 4 {
+					go func() { errs <- psPingPong(c.LocalAddr().String(), network, e, i, 100) }()
+				}
+				for range 4 {
+					if err := tsRecv(t, errs, "the clients"); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+	})
+}
+
+// psPingPong sends n numbered datagrams to addr one at a time, each
+// awaiting its exact echo.
+func psPingPong(addr, network string, e Engine, id, n int) error {
+	c, err := DialPacket(network, addr, WithEngine(e))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 2048)
+	for j := range n {
+		msg := fmt.Sprintf("client %d ping %d %s", id, j, strings.Repeat("y", j))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(tsTimeout))
+		k, err := c.Read(buf)
+		if err != nil {
+			return fmt.Errorf("client %d, ping %d: %w", id, j, err)
+		}
+		if string(buf[:k]) != msg {
+			return fmt.Errorf("client %d: echo %q, want %q", id, buf[:k], msg)
+		}
+	}
+	return nil
+}
+
+// TestPacketServerShutdownWaits: Shutdown waits for a running handler
+// until its context ends, and returns nil once the handler is done.
+func TestPacketServerShutdownWaits(t *testing.T) {
+	c := pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0")
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+		close(entered)
+		<-release
+	})
+	s, err := NewPacketServer(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(c) }()
+	client, err := DialPacket("udp4", c.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Write([]byte("hold on")); err != nil {
+		t.Fatal(err)
+	}
+	tsRecv(t, entered, "the handler to start")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown with a handler running and an ended context: %v, want context.Canceled", err)
+	}
+	if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve: %v", err)
+	}
+	close(release)
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown after the handler returned: %v", err)
+	}
+	if err := s.Serve(pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0")); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve after Shutdown: %v, want ErrServerClosed", err)
+	}
+}
+
+// psCounter counts datagrams per socket of a group.
+type psCounter struct {
+	mu  sync.Mutex
+	per map[*PacketConn]map[string]bool
+	all chan struct{}
+	n   int
+}
+
+func (pc *psCounter) ServePackets(w *PacketWriter, in []Packet) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for _, p := range in {
+		pc.per[w.Conn()][string(p.Data)] = true
+		if pc.n--; pc.n == 0 {
+			close(pc.all)
+		}
+	}
+}
+
+func newPSCounter(conns []*PacketConn, n int) *psCounter {
+	pc := &psCounter{per: map[*PacketConn]map[string]bool{}, all: make(chan struct{}), n: n}
+	for _, c := range conns {
+		pc.per[c] = map[string]bool{}
+	}
+	return pc
+}
+
+// TestPacketGroupSpreads: a WithReusePort group shares one port, and the
+// kernel's hash spreads 64 peers over both sockets.
+func TestPacketGroupSpreads(t *testing.T) {
+	conns, err := ListenPacketGroup("udp4", "127.0.0.1:0", WithReusePort(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 2 || conns[0].LocalAddr().String() != conns[1].LocalAddr().String() {
+		t.Fatalf("group: %d sockets", len(conns))
+	}
+	const peers = 64
+	counter := newPSCounter(conns, peers)
+	psServe(t, counter, conns, WithInlineHandler())
+	for i := range peers {
+		c, err := DialPacket("udp4", conns[0].LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(fmt.Sprint("peer ", i))); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	tsRecv(t, counter.all, "every peer's datagram")
+	a, b := len(counter.per[conns[0]]), len(counter.per[conns[1]])
+	t.Logf("64 peers over 2 sockets by hash: %d and %d", a, b)
+	if a == 0 || b == 0 {
+		t.Errorf("one socket took every peer: %d and %d", a, b)
+	}
+}
+
+// TestPacketGroupCPUSteering: with WithCPUSteering, datagrams sent from
+// CPU k (whose softirq receives them on loopback) land on socket k mod n.
+func TestPacketGroupCPUSteering(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	if rps, err := os.ReadFile("/sys/class/net/lo/queues/rx-0/rps_cpus"); err == nil && strings.Trim(string(rps), "0,\n") != "" {
+		t.Skipf("RPS on lo (%s) moves receiving off the sending CPU", strings.TrimSpace(string(rps)))
+	}
+	conns, err := ListenPacketGroup("udp4", "127.0.0.1:0", WithReusePort(2), WithCPUSteering())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const each = 20
+	counter := newPSCounter(conns, 2*each)
+	psServe(t, counter, conns, WithInlineHandler())
+	for cpu := range 2 {
+		if err := sendFromCPU(cpu, conns[0].LocalAddr().String(), each); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tsRecv(t, counter.all, "every datagram")
+	for i, c := range conns {
+		for msg := range counter.per[c] {
+			if !strings.HasPrefix(msg, fmt.Sprintf("cpu %d ", i)) {
+				t.Errorf("socket %d got %q", i, msg)
+			}
+		}
+	}
+}
+
+// sendFromCPU sends n datagrams from a thread pinned to cpu.
+func sendFromCPU(cpu int, addr string, n int) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread, its mask changed, ends with the goroutine
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			errc <- err
+			return
+		}
+		c, err := DialPacket("udp4", addr)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer c.Close()
+		for i := range n {
+			if _, err := c.Write([]byte(fmt.Sprintf("cpu %d datagram %d", cpu, i))); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	return <-errc
+}
