@@ -39,6 +39,8 @@ type config struct {
 	reusePort int    // WithReusePort; 0: off
 	steerCPU  bool   // WithCPUSteering
 	batch     [2]int // WithPacketBatch: count, size; 0: defaults
+	gro       bool   // WithGRO
+	noGSO     bool   // WithoutGSO
 	err       error
 }
 

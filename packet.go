@@ -75,12 +75,19 @@ type PacketStats struct {
 	Batches, Packets uint64
 	// SendBatches and SentPackets are the same for sends.
 	SendBatches, SentPackets uint64
+	// GSOSends counts messages sent as several datagrams cut by the kernel
+	// (UDP_SEGMENT); GSOFallbacks counts destinations whose path refused
+	// that and get single datagrams since.
+	GSOSends, GSOFallbacks uint64
+	// GRO reports whether the kernel coalesces datagrams for this socket
+	// (WithGRO, where the kernel has UDP_GRO).
+	GRO bool
 }
 
 // String formats the counters on one line.
 func (s PacketStats) String() string {
-	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d",
-		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets)
+	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d gso_sends=%d gso_fallbacks=%d gro=%v",
+		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets, s.GSOSends, s.GSOFallbacks, s.GRO)
 }
 
 // checkPacketNetwork accepts the UDP networks.
@@ -131,4 +138,23 @@ func WithPacketBatch(count, size int) Option {
 		}
 		c.batch = [2]int{count, size}
 	}
+}
+
+// WithGRO lets the kernel coalesce datagrams of one flow into one receive
+// (UDP_GRO): a reader then takes dozens of datagrams for the cost of one.
+// ReadBatch hands them out one Packet each, but needs a Batch of
+// MaxPacketSize slots, as a coalesced receive holds up to 64 KiB; single
+// reads (ReadFrom) still return one datagram each, through a buffer of the
+// PacketConn's own. A kernel without UDP_GRO ignores it
+// (PacketStats.GRO says).
+func WithGRO() Option {
+	return func(c *config) { c.gro = true }
+}
+
+// WithoutGSO makes WriteBatch send each datagram as a message of its own,
+// never a run of them cut by the kernel (UDP_SEGMENT). GSO falls back by
+// itself per destination when a path refuses it; this turns it off for
+// all.
+func WithoutGSO() Option {
+	return func(c *config) { c.noGSO = true }
 }

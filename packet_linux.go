@@ -36,8 +36,17 @@ type PacketConn struct {
 	connected bool
 	max       int // largest payload a datagram carries
 	sends     sync.Pool
+	gso       bool // WriteBatch may send runs as one UDP_SEGMENT message
+	gro       bool // the kernel may coalesce datagrams (UDP_GRO)
 
-	truncated, batches, packets, sendBatches, sent atomic.Uint64
+	noGSOMu sync.Mutex
+	noGSO   map[netip.AddrPort]struct{} // destinations that refused GSO
+
+	groMu   sync.Mutex // single reads on a GRO socket, through groRead
+	groRead *Batch
+	groNext []Packet
+
+	truncated, batches, packets, sendBatches, sent, gsoSends, gsoFallbacks atomic.Uint64
 }
 
 var (
@@ -54,12 +63,16 @@ func ListenPacket(network, address string, opts ...Option) (*PacketConn, error) 
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
+	return listenPacket(network, address, cfg)
+}
+
+func listenPacket(network, address string, cfg *config) (*PacketConn, error) {
 	lc := net.ListenConfig{Control: cfg.packetControl}
 	pc, err := lc.ListenPacket(context.Background(), network, address)
 	if err != nil {
 		return nil, err
 	}
-	return newPacketConn(pc.(*net.UDPConn), network, false)
+	return newPacketConn(pc.(*net.UDPConn), network, false, cfg)
 }
 
 // DialPacket connects a UDP socket to the remote address, as net.Dial does
@@ -77,7 +90,7 @@ func DialPacket(network, address string, opts ...Option) (*PacketConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newPacketConn(c.(*net.UDPConn), network, true)
+	return newPacketConn(c.(*net.UDPConn), network, true, cfg)
 }
 
 func packetConfig(network string, opts []Option) (*config, error) {
@@ -102,6 +115,11 @@ func (c *config) packetControl(_, _ string, rc syscall.RawConn) error {
 		if c.reusePort > 0 {
 			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
 		}
+		if c.gro && serr == nil {
+			// A kernel without UDP_GRO (before 5.0) refuses it: the
+			// socket then reads datagrams one by one, as without.
+			unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
+		}
 	})
 	if err == nil {
 		err = serr
@@ -112,16 +130,19 @@ func (c *config) packetControl(_, _ string, rc syscall.RawConn) error {
 	return nil
 }
 
-func newPacketConn(uc *net.UDPConn, network string, connected bool) (*PacketConn, error) {
+func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config) (*PacketConn, error) {
 	raw, err := uc.SyscallConn()
 	if err != nil {
 		uc.Close()
 		return nil, err
 	}
-	c := &PacketConn{uc: uc, raw: raw, network: network, connected: connected}
+	c := &PacketConn{uc: uc, raw: raw, network: network, connected: connected, gso: !cfg.noGSO}
 	var serr error
 	err = raw.Control(func(fd uintptr) {
 		c.family, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+		if gro, err := unix.GetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO); err == nil {
+			c.gro = gro != 0
+		}
 	})
 	if err == nil {
 		err = serr
@@ -139,12 +160,41 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool) (*PacketConn
 // sender. A datagram longer than b fills b and returns ErrTruncated with
 // it (net's ReadFrom cuts it silently).
 func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
+	if c.gro {
+		return c.readCoalesced(b)
+	}
 	n, _, flags, addr, err := c.uc.ReadMsgUDPAddrPort(b, nil)
 	if err == nil && flags&unix.MSG_TRUNC != 0 {
 		c.truncated.Add(1)
 		err = c.opError("read", addr, ErrTruncated)
 	}
 	return n, addr, err
+}
+
+// readCoalesced is ReadFromAddrPort on a GRO socket, where one receive may
+// return many datagrams: it reads them into a Batch of its own and hands
+// them out one per call.
+func (c *PacketConn) readCoalesced(b []byte) (int, netip.AddrPort, error) {
+	c.groMu.Lock()
+	defer c.groMu.Unlock()
+	if c.groRead == nil {
+		c.groRead, _ = NewBatch(1, MaxPacketSize)
+	}
+	for len(c.groNext) == 0 {
+		ps, err := c.ReadBatch(c.groRead)
+		if err != nil {
+			return 0, netip.AddrPort{}, err
+		}
+		c.groNext = ps
+	}
+	p := c.groNext[0]
+	c.groNext = c.groNext[1:]
+	n := copy(b, p.Data)
+	if n < p.Size {
+		c.truncated.Add(1)
+		return n, p.Addr, c.opError("read", p.Addr, ErrTruncated)
+	}
+	return n, p.Addr, nil
 }
 
 // ReadFrom implements net.PacketConn; see ReadFromAddrPort.
@@ -228,11 +278,14 @@ func (c *PacketConn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil 
 // Stats returns the counters, with the kernel's count of drops read now.
 func (c *PacketConn) Stats() PacketStats {
 	s := PacketStats{
-		Truncated:   c.truncated.Load(),
-		Batches:     c.batches.Load(),
-		Packets:     c.packets.Load(),
-		SendBatches: c.sendBatches.Load(),
-		SentPackets: c.sent.Load(),
+		Truncated:    c.truncated.Load(),
+		Batches:      c.batches.Load(),
+		Packets:      c.packets.Load(),
+		SendBatches:  c.sendBatches.Load(),
+		SentPackets:  c.sent.Load(),
+		GSOSends:     c.gsoSends.Load(),
+		GSOFallbacks: c.gsoFallbacks.Load(),
+		GRO:          c.gro,
 	}
 	c.raw.Control(func(fd uintptr) { s.Drops = socketDrops(int(fd)) })
 	return s
@@ -309,18 +362,18 @@ func NewBatch(count, size int) (*Batch, error) {
 	if size < 1 || size > MaxPacketSize {
 		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the size must be between 1 and %d bytes", count, size, MaxPacketSize))
 	}
-	b := &Batch{h: mmsg.NewHeaders(count), mem: make([]byte, count*size), size: size, pkts: make([]Packet, count)}
+	b := &Batch{h: mmsg.NewHeaders(count, 1), mem: make([]byte, count*size), size: size, pkts: make([]Packet, count)}
 	b.recvFn = b.recv
 	return b, nil
 }
 
 // Release ends the use of the Packets last read into b. Reading into b
 // again releases them too; Release is for a reader that lets go early.
-func (b *Batch) Release() { clear(b.pkts) }
+func (b *Batch) Release() { clear(b.pkts[:cap(b.pkts)]) }
 
 func (b *Batch) recv(fd uintptr) bool {
 	for {
-		b.got, b.err = b.h.Recv(int(fd), len(b.pkts))
+		b.got, b.err = b.h.Recv(int(fd), b.h.Cap())
 		switch b.err {
 		case unix.EINTR:
 			continue
@@ -337,7 +390,10 @@ func (b *Batch) recv(fd uintptr) bool {
 // A datagram longer than b's slots comes with Truncated set.
 func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 	b.Release()
-	for i := range b.pkts {
+	if c.gro && b.size < MaxPacketSize {
+		return nil, c.opError("read", netip.AddrPort{}, errGROBatch)
+	}
+	for i := range b.h.Cap() {
 		b.h.PrepareRecv(i, b.mem[i*b.size:(i+1)*b.size])
 	}
 	if err := c.raw.Read(b.recvFn); err != nil {
@@ -346,16 +402,33 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 	if b.err != nil {
 		return nil, c.opError("read", netip.AddrPort{}, os.NewSyscallError("recvmmsg", b.err))
 	}
-	ps := b.pkts[:b.got]
+	ps := b.pkts[:0]
 	var cut uint64
-	for i := range ps {
-		n := b.h.Size(i)
-		ps[i] = Packet{Addr: b.h.Addr(i), Size: n, Truncated: b.h.Truncated(i)}
-		if ps[i].Truncated {
-			n = b.size
+	for i := range b.got {
+		mem := b.mem[i*b.size : (i+1)*b.size]
+		p := Packet{Addr: b.h.Addr(i), Size: b.h.Size(i), Truncated: b.h.Truncated(i)}
+		if p.Truncated {
 			cut++
+			p.Data = mem
+			ps = append(ps, p)
+			continue
 		}
-		ps[i].Data = b.mem[i*b.size : i*b.size+n : i*b.size+b.size]
+		seg := 0
+		if c.gro {
+			seg = b.h.Segment(i)
+		}
+		if seg <= 0 || seg >= p.Size {
+			p.Data = mem[:p.Size:p.Size]
+			ps = append(ps, p)
+			continue
+		}
+		for off := 0; off < p.Size; off += seg {
+			end := min(off+seg, p.Size)
+			ps = append(ps, Packet{Data: mem[off:end:end], Addr: p.Addr, Size: end - off})
+		}
+	}
+	if cap(ps) > cap(b.pkts) {
+		b.pkts = ps // grown once, for coalesced datagrams
 	}
 	c.batches.Add(1)
 	c.packets.Add(uint64(len(ps)))
@@ -365,16 +438,23 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 	return ps, nil
 }
 
+var errGROBatch = errors.New("ringpoll: a PacketConn with WithGRO receives up to 64 KiB at once: read it with a Batch of MaxPacketSize slots")
+
+// gsoSegments bounds the datagrams one UDP_SEGMENT message carries (the
+// kernel's UDP_MAX_SEGMENTS is 64 or more).
+const gsoSegments = 64
+
 // sendOp is one WriteBatch's headers and progress, pooled per PacketConn.
 type sendOp struct {
 	h       *mmsg.Headers
+	counts  [DefaultBatchPackets]int // datagrams in each message
 	from, n int
 	err     error
 	sendFn  func(uintptr) bool
 }
 
 func newSendOp() *sendOp {
-	o := &sendOp{h: mmsg.NewHeaders(DefaultBatchPackets)}
+	o := &sendOp{h: mmsg.NewHeaders(DefaultBatchPackets, gsoSegments)}
 	o.sendFn = o.send
 	return o
 }
@@ -402,39 +482,119 @@ func (o *sendOp) send(fd uintptr) bool {
 // fewer than len(ps), ps[n] is the one that failed, with the error.
 // Packet.Addr is each destination; on a connected PacketConn it must be
 // the zero AddrPort (the peer), as WriteTo fails there.
+//
+// Runs of packets to one destination, of one size (the last may be
+// shorter), go as one message the kernel cuts into datagrams (UDP GSO),
+// unless WithoutGSO; a destination whose path refuses that gets datagrams
+// one by one from then on (PacketStats.GSOFallbacks).
 func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
 	o := c.sends.Get().(*sendOp)
 	defer c.sends.Put(o)
 	sent := 0
 	for len(ps) > 0 {
-		k := min(len(ps), o.h.Cap())
-		for i := range k {
-			p := &ps[i]
-			if err := c.checkSend(p); err != nil {
-				if i == 0 {
-					return sent, err
-				}
-				k = i // send those before it; the next round fails on it
-				break
-			}
-			o.h.PrepareSend(i, p.Data, p.Addr, c.family, 0)
+		msgs, used, bad := c.prepareSends(o, ps)
+		if msgs == 0 {
+			return sent, bad
 		}
-		o.from, o.n, o.err = 0, k, nil
+		o.from, o.n, o.err = 0, msgs, nil
 		err := c.raw.Write(o.sendFn)
-		sent += o.from
+		done := 0
+		for _, k := range o.counts[:o.from] {
+			done += k
+		}
+		sent += done
 		if o.from > 0 {
 			c.sendBatches.Add(1)
-			c.sent.Add(uint64(o.from))
+			c.sent.Add(uint64(done))
 		}
 		if err != nil {
 			return sent, c.rawError("write", err)
 		}
 		if o.err != nil {
-			return sent, c.opError("write", ps[o.from].Addr, os.NewSyscallError("sendmmsg", o.err))
+			if o.counts[o.from] > 1 && gsoRefused(o.err) {
+				c.stopGSO(ps[done].Addr)
+				ps = ps[done:]
+				continue
+			}
+			return sent, c.opError("write", ps[done].Addr, os.NewSyscallError("sendmmsg", o.err))
 		}
-		ps = ps[k:]
+		ps = ps[used:]
 	}
 	return sent, nil
+}
+
+// prepareSends fills o's messages from ps: each packet a message, or a run
+// of them one segmented message. It returns the messages made, the
+// packets they hold, and, if it stopped at a packet that cannot be sent,
+// why.
+func (c *PacketConn) prepareSends(o *sendOp, ps []Packet) (msgs, used int, bad error) {
+	for used < len(ps) && msgs < o.h.Cap() {
+		p := &ps[used]
+		if err := c.checkSend(p); err != nil {
+			return msgs, used, err
+		}
+		o.h.PrepareSend(msgs, p.Data, p.Addr, c.family)
+		k := 1
+		if seg := len(p.Data); seg > 0 && c.gsoTo(p.Addr) {
+			total := seg
+			for k < gsoSegments && used+k < len(ps) {
+				q := &ps[used+k]
+				if q.Addr != p.Addr || len(q.Data) == 0 || len(q.Data) > seg || total+len(q.Data) > c.max || c.checkSend(q) != nil {
+					break
+				}
+				o.h.Append(msgs, k, q.Data)
+				total += len(q.Data)
+				k++
+				if len(q.Data) < seg {
+					break // a shorter datagram ends the run
+				}
+			}
+			if k > 1 {
+				o.h.SetSegment(msgs, seg)
+				c.gsoSends.Add(1)
+			}
+		}
+		o.counts[msgs] = k
+		msgs++
+		used += k
+	}
+	return msgs, used, nil
+}
+
+// gsoTo reports whether runs to addr may be sent segmented.
+func (c *PacketConn) gsoTo(addr netip.AddrPort) bool {
+	if !c.gso {
+		return false
+	}
+	if c.gsoFallbacks.Load() == 0 {
+		return true
+	}
+	c.noGSOMu.Lock()
+	_, refused := c.noGSO[addr]
+	c.noGSOMu.Unlock()
+	return !refused
+}
+
+// stopGSO records that addr's path refused a segmented message.
+func (c *PacketConn) stopGSO(addr netip.AddrPort) {
+	c.noGSOMu.Lock()
+	if c.noGSO == nil {
+		c.noGSO = map[netip.AddrPort]struct{}{}
+	}
+	c.noGSO[addr] = struct{}{}
+	c.noGSOMu.Unlock()
+	c.gsoFallbacks.Add(1)
+}
+
+// gsoRefused reports whether a segmented message failed for want of GSO
+// on its path: EIO (the device cannot checksum it), EINVAL (no UDP_SEGMENT
+// or a segment over the MTU), EMSGSIZE, or EOPNOTSUPP.
+func gsoRefused(err error) bool {
+	switch err {
+	case unix.EIO, unix.EINVAL, unix.EMSGSIZE, unix.EOPNOTSUPP:
+		return true
+	}
+	return false
 }
 
 // checkSend reports what would make the kernel refuse p, clearly.

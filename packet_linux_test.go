@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pcFamilies are the address families the packet tests run on.
@@ -472,4 +474,134 @@ func TestPacketBadInput(t *testing.T) {
 	if _, err := c.WriteBatch([]Packet{{Data: []byte("x"), Addr: v6}}); !errors.Is(err, syscall.EAFNOSUPPORT) {
 		t.Errorf("IPv6 destination on an IPv4 socket: %v, want EAFNOSUPPORT", err)
 	}
+}
+
+// pcSeqPackets returns n packets of size bytes to addr, each starting with
+// its number.
+func pcSeqPackets(n, size int, to netip.AddrPort) []Packet {
+	ps := make([]Packet, n)
+	for i := range ps {
+		d := bytes.Repeat([]byte{byte(i)}, size)
+		copy(d, fmt.Sprintf("%06d", i))
+		ps[i] = Packet{Data: d, Addr: to}
+	}
+	return ps
+}
+
+// pcBigReadBuffer gives c a receive buffer that holds what a test sends
+// at once (SO_RCVBUFFORCE, past net.core.rmem_max: needs CAP_NET_ADMIN).
+func pcBigReadBuffer(t testing.TB, c *PacketConn) {
+	t.Helper()
+	var serr error
+	c.raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
+	})
+	if serr != nil {
+		t.Skipf("SO_RCVBUFFORCE: %v (needs CAP_NET_ADMIN)", serr)
+	}
+}
+
+// pcReadSeq reads n datagrams of size bytes, numbered in order, with
+// ReadBatch into batch.
+func pcReadSeq(t *testing.T, c *PacketConn, batch *Batch, n, size int) {
+	t.Helper()
+	pcDeadline(t, c)
+	for got := 0; got < n; {
+		ps, err := c.ReadBatch(batch)
+		if err != nil {
+			t.Fatalf("ReadBatch after %d datagrams: %v", got, err)
+		}
+		for _, p := range ps {
+			if len(p.Data) != size || p.Size != size || string(p.Data[:6]) != fmt.Sprintf("%06d", got) {
+				t.Fatalf("datagram %d: %d bytes starting %q", got, len(p.Data), p.Data[:min(6, len(p.Data))])
+			}
+			got++
+		}
+	}
+}
+
+// TestPacketGSO: a run of equal datagrams to one destination leaves as
+// segmented messages and arrives as the same datagrams, in order; with
+// WithoutGSO, as single ones.
+func TestPacketGSO(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		for _, off := range []bool{false, true} {
+			t.Run(fmt.Sprintf("without=%v", off), func(t *testing.T) {
+				var opts []Option
+				if off {
+					opts = append(opts, WithoutGSO())
+				}
+				a, b := pcListen(t, e, network, addr, opts...), pcListen(t, e, network, addr)
+				pcBigReadBuffer(t, b)
+				const n, size = 300, 1200
+				if sent, err := a.WriteBatch(pcSeqPackets(n, size, pcAddrPort(b))); sent != n || err != nil {
+					t.Fatalf("WriteBatch = %d, %v", sent, err)
+				}
+				pcReadSeq(t, b, pcBatch(t, 64, 2048), n, size)
+				s := a.Stats()
+				if s.SentPackets != n || (s.GSOSends > 0) == off {
+					t.Errorf("sender stats %v (WithoutGSO=%v)", s, off)
+				}
+			})
+		}
+	})
+}
+
+// TestPacketGSOFallback: a socket whose sends the kernel will not segment
+// (SO_NO_CHECK: no UDP checksum, which GSO needs) still delivers every
+// datagram, falling back once for the destination and sticking to it.
+func TestPacketGSOFallback(t *testing.T) {
+	a, b := pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0"), pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0")
+	a.raw.Control(func(fd uintptr) {
+		if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	pcBigReadBuffer(t, b)
+	const n, size = 40, 500
+	for round := range 2 {
+		if sent, err := a.WriteBatch(pcSeqPackets(n, size, pcAddrPort(b))); sent != n || err != nil {
+			t.Fatalf("round %d: WriteBatch = %d, %v", round, sent, err)
+		}
+		pcReadSeq(t, b, pcBatch(t, 64, 2048), n, size)
+	}
+	if s := a.Stats(); s.GSOFallbacks != 1 || s.SentPackets != 2*n {
+		t.Errorf("sender stats %v: want one fallback, %d sent", s, 2*n)
+	}
+}
+
+// TestPacketGRO: with WithGRO, datagrams the kernel coalesced come out of
+// ReadBatch and ReadFrom one by one, whole and in order; a Batch too small
+// for a coalesced receive is refused with a clear error.
+func TestPacketGRO(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr, WithGRO())
+		if !b.Stats().GRO {
+			t.Skip("no UDP_GRO in this kernel")
+		}
+		pcBigReadBuffer(t, b)
+		const n, size = 200, 1000
+		to := pcAddrPort(b)
+		if sent, err := a.WriteBatch(pcSeqPackets(n, size, to)); sent != n || err != nil {
+			t.Fatalf("WriteBatch = %d, %v", sent, err)
+		}
+		pcReadSeq(t, b, pcBatch(t, 4, MaxPacketSize), n, size)
+		if s := b.Stats(); s.Packets != n || s.Batches >= n {
+			t.Errorf("receiver stats %v: want %d datagrams in fewer receives", s, n)
+		}
+		if _, err := b.ReadBatch(pcBatch(t, 4, 2048)); !errors.Is(err, errGROBatch) {
+			t.Errorf("ReadBatch with 2 KiB slots on a GRO socket: %v", err)
+		}
+		if sent, err := a.WriteBatch(pcSeqPackets(10, size, to)); sent != 10 || err != nil {
+			t.Fatalf("WriteBatch = %d, %v", sent, err)
+		}
+		buf := make([]byte, 2048)
+		pcDeadline(t, b)
+		for i := range 10 {
+			k, from, err := b.ReadFromAddrPort(buf)
+			if err != nil || k != size || from != pcAddrPort(a) || string(buf[:6]) != fmt.Sprintf("%06d", i) {
+				t.Fatalf("ReadFromAddrPort %d on a GRO socket = %d bytes %q from %v, %v", i, k, buf[:6], from, err)
+			}
+		}
+	})
 }

@@ -97,7 +97,8 @@ type PacketServer struct {
 const psDepth = 4
 
 // NewPacketServer makes a server for h. Options: WithInlineHandler,
-// WithPacketBatch, WithReusePort and WithCPUSteering (for ListenAndServe),
+// WithPacketBatch, and for the sockets ListenAndServe opens WithReusePort,
+// WithCPUSteering, WithGRO and WithoutGSO; also
 // WithEngine, WithLogger.
 func NewPacketServer(h PacketHandler, opts ...Option) (*PacketServer, error) {
 	if h == nil {
@@ -130,7 +131,7 @@ func (s *PacketServer) ListenAndServe(network, address string) error {
 		conns, err = listenPacketGroup(network, address, s.cfg)
 	} else {
 		var c *PacketConn
-		c, err = ListenPacket(network, address, WithEngine(s.cfg.engine))
+		c, err = listenPacket(network, address, s.cfg)
 		conns = []*PacketConn{c}
 	}
 	if err != nil {
@@ -191,8 +192,13 @@ func (s *PacketServer) read(c *PacketConn) {
 	}
 	free := make(chan *serveBatch, depth)
 	logErr := func(err error) { s.cfg.logger.Warn("ringpoll: sending replies", "local", c.LocalAddr(), "err", err) }
+	count, size := s.cfg.batch[0], s.cfg.batch[1]
+	if c.gro && size < MaxPacketSize {
+		// Each slot takes up to 64 KiB of coalesced datagrams.
+		count, size = min(count, 8), MaxPacketSize
+	}
 	for range depth {
-		b, err := NewBatch(s.cfg.batch[0], s.cfg.batch[1])
+		b, err := NewBatch(count, size)
 		if err != nil {
 			panic(err) // WithPacketBatch checked the shape
 		}
@@ -200,6 +206,7 @@ func (s *PacketServer) read(c *PacketConn) {
 		sb.runFn = sb.run
 		free <- sb
 	}
+	var backoff time.Duration
 	for {
 		sb := <-free
 		in, err := c.ReadBatch(sb.b)
@@ -207,12 +214,16 @@ func (s *PacketServer) read(c *PacketConn) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// An unconnected socket reports little (a pending ICMP error
-			// with IP_RECVERR off is not among it); log and read on.
-			s.cfg.logger.Warn("ringpoll: reading datagrams", "local", c.LocalAddr(), "err", err)
+			// An unconnected socket reports little (ICMP errors need
+			// IP_RECVERR); what it does, such as ENOMEM, passes: log, wait
+			// a little longer each time, and read on.
+			backoff = min(max(2*backoff, time.Millisecond), 100*time.Millisecond)
+			s.cfg.logger.Warn("ringpoll: reading datagrams", "local", c.LocalAddr(), "err", err, "retry_in", backoff)
 			free <- sb
+			time.Sleep(backoff)
 			continue
 		}
+		backoff = 0
 		sb.in = in
 		s.busy.Add(1)
 		if s.pool == nil {
@@ -295,7 +306,7 @@ func listenPacketGroup(network, address string, cfg *config) ([]*PacketConn, err
 		if err != nil {
 			return fail(err)
 		}
-		c, err := newPacketConn(pc.(*net.UDPConn), network, false)
+		c, err := newPacketConn(pc.(*net.UDPConn), network, false, cfg)
 		if err != nil {
 			return fail(err)
 		}

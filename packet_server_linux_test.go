@@ -45,13 +45,16 @@ var psEcho = PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
 
 func TestPacketServerEcho(t *testing.T) {
 	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
-		for _, inline := range []bool{false, true} {
-			t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
-				opts := []Option{WithEngine(e)}
-				if inline {
+		for _, mode := range []string{"pooled", "inline", "gro"} {
+			t.Run(mode, func(t *testing.T) {
+				opts, connOpts := []Option{WithEngine(e)}, []Option{}
+				switch mode {
+				case "inline":
 					opts = append(opts, WithInlineHandler())
+				case "gro":
+					connOpts = append(connOpts, WithGRO())
 				}
-				c := pcListen(t, e, network, addr)
+				c := pcListen(t, e, network, addr, connOpts...)
 				psServe(t, psEcho, []*PacketConn{c}, opts...)
 				errs := make(chan error, 4)
 				for i := range 4 {

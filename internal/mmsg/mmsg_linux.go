@@ -19,11 +19,12 @@ import (
 // messages one recvmmsg or sendmmsg takes.
 const MaxBatch = 1024
 
-// Headers holds n message headers, each with one I/O vector, room for an
-// IPv4 or IPv6 socket address, and room for control messages.
+// Headers holds n message headers, each with up to k I/O vectors, room
+// for an IPv4 or IPv6 socket address, and room for a control message.
 type Headers struct {
 	hdrs  []unix.Mmsghdr
-	iovs  []unix.Iovec
+	iovs  []unix.Iovec // k per message
+	k     int
 	names []unix.RawSockaddrInet6
 	ctl   []byte
 	sizes []int // each message's received length, MSG_TRUNC included
@@ -33,18 +34,20 @@ type Headers struct {
 // UDP_SEGMENT value (a 2-byte or 4-byte integer).
 var ctlSpace = unix.CmsgSpace(4)
 
-// NewHeaders returns headers for up to n messages, 1 <= n <= MaxBatch.
-func NewHeaders(n int) *Headers {
+// NewHeaders returns headers for up to n messages, 1 <= n <= MaxBatch,
+// of up to k buffers each (k > 1 gathers segments for UDP_SEGMENT).
+func NewHeaders(n, k int) *Headers {
 	h := &Headers{
 		hdrs:  make([]unix.Mmsghdr, n),
-		iovs:  make([]unix.Iovec, n),
+		iovs:  make([]unix.Iovec, n*k),
+		k:     k,
 		names: make([]unix.RawSockaddrInet6, n),
 		ctl:   make([]byte, n*ctlSpace),
 		sizes: make([]int, n),
 	}
 	for i := range h.hdrs {
 		m := &h.hdrs[i].Hdr
-		m.Iov = &h.iovs[i]
+		m.Iov = &h.iovs[i*k]
 		m.SetIovlen(1)
 	}
 	return h
@@ -66,13 +69,25 @@ func (h *Headers) PrepareRecv(i int, b []byte) {
 }
 
 func (h *Headers) setIov(i int, b []byte) {
-	v := &h.iovs[i]
+	setIovec(&h.iovs[i*h.k], b)
+	h.hdrs[i].Hdr.SetIovlen(1)
+}
+
+func setIovec(v *unix.Iovec, b []byte) {
 	if len(b) == 0 {
 		v.Base = nil
 	} else {
 		v.Base = &b[0]
 	}
 	v.SetLen(len(b))
+}
+
+// Append adds buffer b to message i, prepared by PrepareSend, as its
+// buffer number j (1 <= j < k): the message's payload is its buffers in
+// order, cut into datagrams of its segment size.
+func (h *Headers) Append(i, j int, b []byte) {
+	setIovec(&h.iovs[i*h.k+j], b)
+	h.hdrs[i].Hdr.SetIovlen(j + 1)
 }
 
 // Recv receives up to n datagrams on the non-blocking socket fd into the
@@ -128,9 +143,8 @@ func (h *Headers) Addr(i int) netip.AddrPort {
 
 // PrepareSend points message i at payload b for destination to, which is
 // encoded for a socket of the given family (AF_INET or AF_INET6). A zero
-// to sends to the connected peer. seg > 0 asks the kernel to cut b into
-// datagrams of seg bytes (UDP_SEGMENT).
-func (h *Headers) PrepareSend(i int, b []byte, to netip.AddrPort, family, seg int) error {
+// to sends to the connected peer.
+func (h *Headers) PrepareSend(i int, b []byte, to netip.AddrPort, family int) error {
 	m := &h.hdrs[i].Hdr
 	h.setIov(i, b)
 	m.Name, m.Namelen = nil, 0
@@ -144,17 +158,21 @@ func (h *Headers) PrepareSend(i int, b []byte, to netip.AddrPort, family, seg in
 	}
 	m.Control = nil
 	m.SetControllen(0)
-	if seg > 0 {
-		ctl := h.ctl[i*ctlSpace : (i+1)*ctlSpace]
-		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		c.Level, c.Type = unix.SOL_UDP, unix.UDP_SEGMENT
-		c.SetLen(unix.CmsgLen(2))
-		*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])) = uint16(seg)
-		m.Control = &ctl[0]
-		m.SetControllen(unix.CmsgSpace(2))
-	}
 	m.Flags = 0
 	return nil
+}
+
+// SetSegment asks the kernel to cut message i's payload into datagrams of
+// seg bytes each, the last possibly shorter (UDP_SEGMENT).
+func (h *Headers) SetSegment(i, seg int) {
+	m := &h.hdrs[i].Hdr
+	ctl := h.ctl[i*ctlSpace : (i+1)*ctlSpace]
+	c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+	c.Level, c.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	c.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])) = uint16(seg)
+	m.Control = &ctl[0]
+	m.SetControllen(unix.CmsgSpace(2))
 }
 
 // Send sends messages [from, from+n), prepared by PrepareSend, on the
