@@ -21,6 +21,7 @@ type bins struct {
 	peersErr           error  // why peerecho and ringplot are missing, if they are
 	cEcho              string // bench/c/uring_echo.c, the C liburing reference server
 	cErr               error  // why cEcho is missing, if it is
+	cUDP               string // bench/c/udp_recv.c, the C recvmmsg server (-udp)
 }
 
 // findSource returns the repository root: dir if given, else the first

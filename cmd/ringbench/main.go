@@ -105,6 +105,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
 	src := fs.String("src", "", "the ringpoll checkout to build from (default: found from the working directory)")
 	charts := fs.Bool("charts", true, "render SVG charts (needs the bench module to build)")
+	udp := fs.Bool("udp", false, "run the UDP scenario instead: datagrams one way to -udp-servers, received per server CPU-second")
+	udpServersFlag := fs.String("udp-servers", defaultUDPServers, "with -udp: servers, comma-separated")
+	udpSizes := fs.String("udp-sizes", defaultUDPSizes, "with -udp: datagram sizes in bytes, comma-separated")
+	udpFlows := fs.Int("udp-flows", 8, "with -udp: sending sockets")
+	rps := fs.Bool("rps", true, "with -udp: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -185,6 +190,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *udp {
+		uc := udpConfig{flows: *udpFlows, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
+			serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, rps: *rps, src: cfg.src, out: cfg.out,
+			commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
+		if uc.servers, uc.sizes, err = parseUDP(*udpServersFlag, *udpSizes); err != nil {
+			return bad(err)
+		}
+		if uc.flows < 1 || uc.flows > 1024 {
+			return bad(fmt.Errorf("-udp-flows %d: want 1 to 1024", uc.flows))
+		}
+		code, err := benchUDP(ctx, uc)
+		if err != nil {
+			fmt.Fprintln(stderr, "ringbench:", err)
+			return 1
+		}
+		return code
+	}
 	code, err := bench(ctx, cfg, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "ringbench:", err)

@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,22 +56,30 @@ func main() {
 func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	fs := flag.NewFlagSet("ringecho", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:7000", "address to listen on (host:port, or a path with -network unix)")
-	network := fs.String("network", "tcp", "tcp, tcp4, tcp6 or unix")
+	network := fs.String("network", "tcp", "tcp, tcp4, tcp6, unix, or udp, udp4, udp6 (datagrams counted, and echoed with -reply)")
 	engineName := fs.String("engine", "auto", "engine: auto, epoll, uring, uring-hybrid, uring-reactor, uring-sqpoll")
-	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn)")
+	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn); for UDP: inline, handler (a PacketServer), std or xnet")
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")
 	batchWait := fs.Duration("batch-wait", 50*time.Microsecond, "with -batch, the longest a loop waits for the batch once a completion is ready")
 	keepP := fs.Bool("keep-p", false, "io_uring loops keep their Go processor while they sleep (ringpoll.WithLoopKeepsP; needs GOMAXPROCS above -loops)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
-	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats)")
+	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats); for UDP, the datagrams received (also at start)")
+	reply := fs.Bool("reply", false, "UDP: send each datagram back to its sender (else only count them)")
+	gro := fs.Bool("gro", false, "UDP: let the kernel coalesce datagrams (ringpoll.WithGRO)")
+	sockets := fs.Int("sockets", 1, "UDP: SO_REUSEPORT sockets on the address, each read by its own goroutine")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	engine, err := ringpoll.ParseEngine(*engineName)
 	if err != nil {
 		return err
+	}
+	if strings.HasPrefix(*network, "udp") {
+		s := &udpServer{network: *network, addr: *addr, api: *api, engine: engine, reply: *reply, gro: *gro,
+			sockets: *sockets, statsFile: *statsFile, log: slog.New(slog.NewTextHandler(logw, nil))}
+		return s.run(ready)
 	}
 	if *api != "handler" && *api != "inline" && *api != "conn" {
 		return fmt.Errorf("-api %q: want handler, inline or conn", *api)

@@ -131,7 +131,7 @@ type config struct {
 	// (or the connection failed).
 	slowlorisFirst time.Duration
 	// statsWait bounds the wait for each -server-stats dump (0:
-	// defaultStatsWait).
+	// benchfmt.DefaultStatsWait).
 	statsWait time.Duration
 }
 
@@ -154,7 +154,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:7000", "server address (host:port)")
 	conns := fs.Int("conns", 100, "connections, each a goroutine doing strict ping-pong")
 	size := fs.Int("size", 1024, "message size in bytes (at least 16; with -proto rpc, the payload after the 4-byte length)")
-	proto := fs.String("proto", "echo", "echo (raw bytes echoed) or rpc (4-byte big-endian length, then the payload; see internal/rpcframe)")
+	proto := fs.String("proto", "echo", "echo (raw bytes echoed), rpc (4-byte big-endian length, then the payload; see internal/rpcframe), or udp (datagrams one way from -conns sockets, as fast as they go)")
+	gso := fs.Bool("gso", true, "with -proto udp: send runs of datagrams as one message the kernel cuts (UDP GSO)")
 	depth := fs.Int("depth", 1, "messages in flight per connection: 1 is strict ping-pong; more pipelines: write that many, then read their replies")
 	rate := fs.Float64("rate", 0, "offered load in requests/s over all connections (0: as fast as replies come)")
 	requests := fs.Uint64("requests", 0, "end the measurement window after this many requests (0: run for -duration; -duration still bounds it)")
@@ -178,6 +179,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	if *proto == "udp" {
+		if *conns < 1 || *conns > 1024 || *size < 1 || *size > 65507 {
+			fmt.Fprintf(stderr, "ringload: -proto udp: -conns %d, -size %d: want 1 to 1024 flows of 1 to 65507 bytes\n", *conns, *size)
+			return 2
+		}
+		res, err := udpLoad(ctx, *addr, *conns, *size, *gso, *warmup, *duration)
+		if err == nil {
+			err = res.write(stdout, *asJSON)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "ringload:", err)
+			return 1
+		}
+		return 0
+	}
 
 	if *serveStdFlag {
 		if *bufSize < 1<<10 || *bufSize > 64<<10 {
@@ -719,7 +736,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	var loopBefore benchfmt.LoopTotals
 	var loopErr error
 	if cfg.serverStats != "" {
-		loopBefore, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, 0, cfg.statsWait)
+		loopBefore, loopErr = benchfmt.AskLoopTotals(cfg.serverPID, cfg.serverStats, 0, cfg.statsWait)
 	}
 	selfBefore, selfBeforeErr := sampleProc(os.Getpid())
 	statBefore, statBeforeErr := readCPUStat()
@@ -740,7 +757,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	window := time.Since(t0)
 	var loopAfter benchfmt.LoopTotals
 	if cfg.serverStats != "" && loopErr == nil {
-		loopAfter, loopErr = readLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq, cfg.statsWait)
+		loopAfter, loopErr = benchfmt.AskLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq, cfg.statsWait)
 	}
 	var pr perfResult
 	if perfc != nil {
@@ -959,39 +976,6 @@ func (s procSample) since(b procSample) (cpuNS, ctxsw int64, gone int) {
 		}
 	}
 	return cpuNS, ctxsw, gone
-}
-
-// defaultStatsWait is how long readLoopTotals waits for the server's dump
-// unless the config says otherwise.
-const defaultStatsWait = 2 * time.Second
-
-// readLoopTotals asks the server for its counters (SIGUSR1) and waits, at
-// most wait (0: defaultStatsWait), for a dump in path newer than afterSeq
-// and than the one there before the signal (left by an earlier run).
-func readLoopTotals(pid int, path string, afterSeq uint64, wait time.Duration) (benchfmt.LoopTotals, error) {
-	if old, err := benchfmt.ReadLoopTotals(path); err == nil {
-		afterSeq = max(afterSeq, old.Seq)
-	}
-	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
-		return benchfmt.LoopTotals{}, fmt.Errorf("signalling server %d: %w", pid, err)
-	}
-	if wait <= 0 {
-		wait = defaultStatsWait
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		t, err := benchfmt.ReadLoopTotals(path)
-		if err == nil && t.Seq > afterSeq {
-			return t, nil
-		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = fmt.Errorf("%s: no new dump (seq still %d)", path, t.Seq)
-			}
-			return benchfmt.LoopTotals{}, err
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // cpuStat is the machine's CPU time from the "cpu" line of /proc/stat, in

@@ -151,6 +151,8 @@ type LoopTotals struct {
 	CQEs       uint64 `json:"cqes"`
 	BytesIn    uint64 `json:"bytes_in"`
 	BytesOut   uint64 `json:"bytes_out"`
+	// Packets counts the datagrams a UDP server received.
+	Packets uint64 `json:"packets,omitempty"`
 }
 
 // WriteLoopTotals writes t to path as JSON, through a temporary file and a

@@ -1,0 +1,459 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
+)
+
+// The UDP scenario (-udp): datagrams one way, from cmd/ringload -proto udp
+// (several sockets, sendmmsg, GSO) on the load CPUs to a server on the
+// server CPUs that counts them. On loopback the sender's CPU would run the
+// receive path's softirqs too; with -rps (the default) lo's receive
+// packet steering sends that work to the server CPUs, as a NIC's interrupt
+// would, so the server pays for the stack and the sender outruns it. The
+// server CPUs' busy time (from /proc/stat, softirqs included) is the cost;
+// drops are the kernel's UDP receive-buffer errors (/proc/net/snmp).
+
+// udpServers are the UDP servers ringbench knows: argv builders given the
+// binaries, port, stats file.
+var udpServers = map[string]func(b bins, port int, stats string) []string{
+	"ringpoll": func(b bins, port int, stats string) []string {
+		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "inline", "-stats-file", stats}
+	},
+	"ringpoll-gro": func(b bins, port int, stats string) []string {
+		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "inline", "-gro", "-stats-file", stats}
+	},
+	"std": func(b bins, port int, stats string) []string {
+		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "std", "-stats-file", stats}
+	},
+	"xnet": func(b bins, port int, stats string) []string {
+		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "xnet", "-stats-file", stats}
+	},
+	"c-recvmmsg": func(b bins, port int, stats string) []string {
+		return []string{b.cUDP, fmt.Sprint(port), stats}
+	},
+}
+
+const (
+	defaultUDPServers = "ringpoll,ringpoll-gro,std,xnet,c-recvmmsg"
+	defaultUDPSizes   = "32,1200"
+)
+
+type udpConfig struct {
+	servers               []string
+	sizes                 []int
+	flows, repeats        int
+	warmup, duration      time.Duration
+	serverCPUs, loadCPUs  cpuSet
+	rps                   bool
+	src, out, commandLine string
+	stdout, stderr        io.Writer
+	bins                  bins
+}
+
+// udpRun is one measured run.
+type udpRun struct {
+	Server  string  `json:"server"`
+	Size    int     `json:"size"`
+	Repeat  int     `json:"repeat"`
+	Window  float64 `json:"window_s"`
+	RecvPPS float64 `json:"recv_pps"`
+	SentPPS float64 `json:"sent_pps"`
+	// Busy is the server CPUs' busy fraction (1 per CPU), softirqs
+	// included; PerCPU is datagrams received per busy CPU-second.
+	Busy    float64 `json:"server_cpu_busy"`
+	PerCPU  float64 `json:"recv_per_cpu_s"`
+	DropPPS float64 `json:"drops_per_s"`
+	Err     string  `json:"error,omitempty"`
+}
+
+func parseUDP(servers, sizes string) ([]string, []int, error) {
+	var ss []string
+	for _, s := range splitList(servers) {
+		if _, ok := udpServers[s]; !ok {
+			return nil, nil, fmt.Errorf("-udp-servers: unknown server %q (want some of %s)", s, defaultUDPServers)
+		}
+		ss = append(ss, s)
+	}
+	var zs []int
+	for _, s := range splitList(sizes) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 16 || n > 1472 {
+			return nil, nil, fmt.Errorf("-udp-sizes: %q: want 16 to 1472 bytes (one datagram per 1500-byte frame)", s)
+		}
+		zs = append(zs, n)
+	}
+	if len(ss) == 0 || len(zs) == 0 {
+		return nil, nil, errors.New("-udp-servers and -udp-sizes must name at least one each")
+	}
+	return ss, zs, nil
+}
+
+// benchUDP runs the UDP scenario and writes udp.jsonl and udp.md in out.
+func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
+	logs := filepath.Join(cfg.out, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return 1, err
+	}
+	binDir := filepath.Join(cfg.out, "bin")
+	if err := goBuild(ctx, cfg.src, binDir, "./cmd/ringecho", "./cmd/ringload"); err != nil {
+		return 1, err
+	}
+	cfg.bins = bins{ringecho: filepath.Join(binDir, "ringecho"), ringload: filepath.Join(binDir, "ringload"), cUDP: filepath.Join(binDir, "udp_recv")}
+	if slices.Contains(cfg.servers, "c-recvmmsg") {
+		if err := cCompile(ctx, filepath.Join(cfg.src, "bench", "c", "udp_recv.c"), cfg.bins.cUDP); err != nil {
+			fmt.Fprintf(cfg.stderr, "ringbench: leaving c-recvmmsg out: %v\n", err)
+			cfg.servers = slices.DeleteFunc(cfg.servers, func(s string) bool { return s == "c-recvmmsg" })
+		}
+	}
+	if cfg.rps {
+		restore, err := steerLoopback(cfg.serverCPUs)
+		if err != nil {
+			return 1, fmt.Errorf("-rps: %w (run as root, or give -rps=false)", err)
+		}
+		defer restore()
+	}
+	jf, err := os.Create(filepath.Join(cfg.out, "udp.jsonl"))
+	if err != nil {
+		return 1, err
+	}
+	defer jf.Close()
+	var runs []udpRun
+	failed := false
+	for rep := range cfg.repeats {
+		for _, size := range cfg.sizes {
+			order := slices.Clone(cfg.servers)
+			k := rep % len(order)
+			order = append(order[k:], order[:k]...)
+			for _, srv := range order {
+				if ctx.Err() != nil {
+					return 1, ctx.Err()
+				}
+				r := udpOnce(ctx, cfg, srv, size, rep, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%d", srv, size, rep)))
+				if r.Err != "" {
+					failed = true
+					fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", srv, size, rep, r.Err)
+				}
+				fmt.Fprintf(cfg.stderr, "udp %-13s %5d B rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
+					srv, size, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
+				runs = append(runs, r)
+				if err := writeJSONLine(jf, r); err != nil {
+					return 1, err
+				}
+			}
+		}
+	}
+	var md bytes.Buffer
+	writeUDPReport(&md, cfg, runs)
+	io.Copy(cfg.stdout, bytes.NewReader(md.Bytes()))
+	if err := os.WriteFile(filepath.Join(cfg.out, "udp.md"), md.Bytes(), 0o644); err != nil {
+		return 1, err
+	}
+	if failed {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// cCompile builds a C program without libraries.
+func cCompile(ctx context.Context, src, out string) error {
+	cmd := exec.CommandContext(ctx, "cc", "-O2", "-o", out, src)
+	var stderr bytes.Buffer
+	cmd.Stderr, cmd.Stdout = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cc %s: %v: %s", filepath.Base(src), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// udpOnce runs one server under the load and measures it.
+func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logBase string) udpRun {
+	r := udpRun{Server: srv, Size: size, Repeat: rep}
+	fail := func(err error) udpRun {
+		r.Err = err.Error()
+		return r
+	}
+	port, err := freeUDPPort()
+	if err != nil {
+		return fail(err)
+	}
+	stats := logBase + ".stats"
+	os.Remove(stats)
+	argv := udpServers[srv](cfg.bins, port, stats)
+	lf, err := os.Create(logBase + ".log")
+	if err != nil {
+		return fail(err)
+	}
+	defer lf.Close()
+	server := exec.Command(argv[0], argv[1:]...)
+	server.Stdout, server.Stderr = lf, lf
+	server.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := startPinned(server, cfg.serverCPUs); err != nil {
+		return fail(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- server.Wait() }()
+	defer func() {
+		server.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			server.Process.Kill()
+			<-exited
+		}
+	}()
+	if err := waitFile(ctx, stats, exited, 15*time.Second); err != nil {
+		return fail(fmt.Errorf("%s did not start: %v; its log: %s", srv, err, tail(logBase+".log")))
+	}
+	var out bytes.Buffer
+	load := exec.Command(cfg.bins.ringload, "-proto", "udp", "-addr", fmt.Sprint("127.0.0.1:", port),
+		"-conns", fmt.Sprint(cfg.flows), "-size", fmt.Sprint(size),
+		"-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(), "-json")
+	load.Stdout, load.Stderr = &out, lf
+	load.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := startPinned(load, cfg.loadCPUs); err != nil {
+		return fail(err)
+	}
+	loadDone := make(chan error, 1)
+	go func() { loadDone <- load.Wait() }()
+	sample := func() (benchfmt.LoopTotals, cpuTicks, uint64, time.Time, error) {
+		t, err := benchfmt.AskLoopTotals(server.Process.Pid, stats, 0, 0)
+		if err != nil {
+			return t, cpuTicks{}, 0, time.Time{}, err
+		}
+		now := time.Now()
+		c, err := readCPUTicks(cfg.serverCPUs)
+		if err != nil {
+			return t, c, 0, now, err
+		}
+		d, err := udpDrops()
+		return t, c, d, now, err
+	}
+	time.Sleep(cfg.warmup + 50*time.Millisecond)
+	t1, c1, d1, at1, err1 := sample()
+	time.Sleep(cfg.duration - 100*time.Millisecond)
+	t2, c2, d2, at2, err2 := sample()
+	lerr := <-loadDone
+	if err := errors.Join(err1, err2); err != nil {
+		return fail(err)
+	}
+	if lerr != nil {
+		return fail(fmt.Errorf("ringload: %v", lerr))
+	}
+	var lr struct {
+		SentPPS float64 `json:"sent_pps"`
+		Errors  uint64  `json:"errors"`
+		First   string  `json:"first_error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &lr); err != nil {
+		return fail(fmt.Errorf("ringload's output %q: %v", out.String(), err))
+	}
+	if lr.Errors > 0 {
+		return fail(fmt.Errorf("ringload: %d send errors, first: %s", lr.Errors, lr.First))
+	}
+	r.Window = at2.Sub(at1).Seconds()
+	r.RecvPPS = float64(t2.Packets-t1.Packets) / r.Window
+	r.SentPPS = lr.SentPPS
+	r.DropPPS = float64(d2-d1) / r.Window
+	if total := c2.total - c1.total; total > 0 {
+		r.Busy = float64(c2.busy-c1.busy) / float64(total) * float64(len(cfg.serverCPUs))
+	}
+	if r.Busy > 0 {
+		r.PerCPU = r.RecvPPS / r.Busy
+	}
+	return r
+}
+
+// waitFile waits until path exists, the process exits, or limit passes.
+func waitFile(ctx context.Context, path string, exited chan error, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("exited (%v)", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %s after %v", path, limit)
+		}
+	}
+}
+
+func freeUDPPort() (int, error) {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port, nil
+}
+
+// cpuTicks is the busy and total time of some CPUs, in clock ticks.
+type cpuTicks struct{ busy, total uint64 }
+
+// readCPUTicks sums /proc/stat's lines of the given CPUs; busy is all but
+// idle and iowait.
+func readCPUTicks(cpus cpuSet) (cpuTicks, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}, err
+	}
+	var t cpuTicks
+	found := 0
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		n, err := strconv.Atoi(f[0][3:])
+		if err != nil || !slices.Contains(cpus, n) {
+			continue
+		}
+		found++
+		for i := 1; i <= 8; i++ {
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return cpuTicks{}, fmt.Errorf("/proc/stat: %w", err)
+			}
+			t.total += v
+			if i != 4 && i != 5 {
+				t.busy += v
+			}
+		}
+	}
+	if found != len(cpus) {
+		return t, fmt.Errorf("/proc/stat: found %d of CPUs %s", found, cpus)
+	}
+	return t, nil
+}
+
+// udpDrops reads the kernel's count of datagrams dropped for full receive
+// buffers (Udp RcvbufErrors in /proc/net/snmp).
+func udpDrops() (uint64, error) {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0, err
+	}
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "RcvbufErrors" && i < len(f) {
+				return strconv.ParseUint(f[i], 10, 64)
+			}
+		}
+	}
+	return 0, errors.New("/proc/net/snmp: no Udp RcvbufErrors")
+}
+
+// steerLoopback sets lo's receive packet steering to cpus and returns a
+// function that restores what was there.
+func steerLoopback(cpus cpuSet) (func(), error) {
+	const path = "/sys/class/net/lo/queues/rx-0/rps_cpus"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var mask uint64
+	for _, c := range cpus {
+		if c >= 64 {
+			return nil, fmt.Errorf("CPU %d: only CPUs 0-63 are steered", c)
+		}
+		mask |= 1 << c
+	}
+	if err := os.WriteFile(path, []byte(strconv.FormatUint(mask, 16)), 0); err != nil {
+		return nil, err
+	}
+	return func() { os.WriteFile(path, bytes.TrimSpace(old), 0) }, nil
+}
+
+// writeUDPReport writes the medians per server and size, with each
+// server's ratio to std on received datagrams per busy CPU-second.
+func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
+	fmt.Fprintf(w, "\n## UDP, one way (%s)\n\n", cfg.commandLine)
+	fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS to the server CPUs: %v. %d repeats, medians, min-max in brackets.\n\n",
+		cfg.flows, cfg.loadCPUs, cfg.serverCPUs, cfg.rps, cfg.repeats)
+	for _, size := range cfg.sizes {
+		fmt.Fprintf(w, "### %d-byte datagrams\n\n", size)
+		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+		fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t vs std\t drops/s\t")
+		fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t")
+		per := func(srv string) []udpRun {
+			var rs []udpRun
+			for _, r := range runs {
+				if r.Server == srv && r.Size == size && r.Err == "" {
+					rs = append(rs, r)
+				}
+			}
+			return rs
+		}
+		stdPer := medianOf(per("std"), func(r udpRun) float64 { return r.PerCPU })
+		for _, srv := range cfg.servers {
+			rs := per(srv)
+			if len(rs) == 0 {
+				fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t\n", srv)
+				continue
+			}
+			f := func(get func(udpRun) float64, prec int) string {
+				xs := valuesOf(rs, get)
+				return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
+			}
+			vs := "-"
+			if stdPer > 0 {
+				vs = fmt.Sprintf("%.2f", medianOf(rs, func(r udpRun) float64 { return r.PerCPU })/stdPer)
+			}
+			fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
+				f(func(r udpRun) float64 { return r.RecvPPS }, 0), f(func(r udpRun) float64 { return r.SentPPS }, 0),
+				f(func(r udpRun) float64 { return r.Busy }, 2), f(func(r udpRun) float64 { return r.PerCPU }, 0),
+				vs, f(func(r udpRun) float64 { return r.DropPPS }, 0))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+}
+
+func valuesOf(rs []udpRun, get func(udpRun) float64) []float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = get(r)
+	}
+	return xs
+}
+
+func medianOf(rs []udpRun, get func(udpRun) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	return median(valuesOf(rs, get))
+}
