@@ -1,0 +1,42 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestParseUDP(t *testing.T) {
+	ss, zs, err := parseUDP("std,ringpoll", "32,1200")
+	if err != nil || len(ss) != 2 || len(zs) != 2 || zs[1] != 1200 {
+		t.Fatalf("parseUDP = %v, %v, %v", ss, zs, err)
+	}
+	for _, bad := range [][2]string{{"nosuch", "32"}, {"std", "8"}, {"std", "9000"}, {"", "32"}, {"std", "x"}} {
+		if _, _, err := parseUDP(bad[0], bad[1]); err == nil {
+			t.Errorf("parseUDP(%q, %q) succeeded", bad[0], bad[1])
+		}
+	}
+}
+
+// TestUDPReport: the table has each server's medians and its ratio to std
+// on datagrams per busy CPU-second; a server whose runs all failed says
+// so.
+func TestUDPReport(t *testing.T) {
+	cfg := udpConfig{servers: []string{"ringpoll", "std", "xnet"}, sizes: []int{32}, flows: 8, repeats: 3, loadCPUs: cpuSet{1}, serverCPUs: cpuSet{0}}
+	var runs []udpRun
+	for i, per := range []float64{900, 1000, 1100} {
+		runs = append(runs, udpRun{Server: "std", Size: 32, Repeat: i, PerCPU: per, RecvPPS: per, Busy: 1})
+		runs = append(runs, udpRun{Server: "ringpoll", Size: 32, Repeat: i, PerCPU: 1.5 * per, RecvPPS: 1.5 * per, Busy: 1})
+		runs = append(runs, udpRun{Server: "xnet", Size: 32, Repeat: i, Err: "boom"})
+	}
+	var b bytes.Buffer
+	writeUDPReport(&b, cfg, runs)
+	out := b.String()
+	for _, want := range []string{"| ringpoll", "1500 [1350-1650]", "| 1.50", "| std", "| 1.00", "| xnet", "failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestUDPLoad: -proto udp sends datagrams of the size asked, numbered by
+// flow, counts what it sent in the window, and stops by itself.
+func TestUDPLoad(t *testing.T) {
+	rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var got, badFlow atomic.Uint64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, _, err := rc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n != 100 {
+				t.Errorf("datagram of %d bytes, want 100", n)
+			}
+			got.Add(1)
+			if buf[0] >= 3 {
+				badFlow.Add(1)
+			}
+		}
+	}()
+	res, err := udpLoad(context.Background(), rc.LocalAddr().String(), 3, 100, true, 50*time.Millisecond, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent == 0 || res.SentPPS <= 0 || res.Errors != 0 || res.Window < 0.2 {
+		t.Errorf("result %+v", res)
+	}
+	// The sender outruns this reader, so the kernel drops some: only what
+	// arrived can be checked.
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got.Load() == 0 || badFlow.Load() != 0 {
+		t.Errorf("received %d datagrams, %d with a flow number over 2", got.Load(), badFlow.Load())
+	}
+}
