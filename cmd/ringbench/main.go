@@ -108,8 +108,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udp := fs.Bool("udp", false, "run the UDP scenario instead: datagrams one way to -udp-servers, received per server CPU-second")
 	udpServersFlag := fs.String("udp-servers", defaultUDPServers, "with -udp: servers, comma-separated")
 	udpSizes := fs.String("udp-sizes", defaultUDPSizes, "with -udp: datagram sizes in bytes, comma-separated")
-	udpFlows := fs.Int("udp-flows", 8, "with -udp: sending sockets")
-	rps := fs.Bool("rps", true, "with -udp: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
+	udpFlows := fs.Int("udp-flows", 8, "with -udp: sending sockets (with -udp-rate: clients)")
+	udpRate := fs.Float64("udp-rate", 0, "with -udp: request/response instead of one way, DNS-like: -udp-flows clients each awaiting its echo, this many requests/s offered over all")
+	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -193,12 +194,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *udp {
 		uc := udpConfig{flows: *udpFlows, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 			serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, rps: *rps, src: cfg.src, out: cfg.out,
+			rr: *udpRate > 0, rate: *udpRate,
 			commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
 		if uc.servers, uc.sizes, err = parseUDP(*udpServersFlag, *udpSizes); err != nil {
 			return bad(err)
 		}
 		if uc.flows < 1 || uc.flows > 1024 {
 			return bad(fmt.Errorf("-udp-flows %d: want 1 to 1024", uc.flows))
+		}
+		if *udpRate < 0 {
+			return bad(fmt.Errorf("-udp-rate %v: want 0 (one way) or a rate", *udpRate))
 		}
 		code, err := benchUDP(ctx, uc)
 		if err != nil {

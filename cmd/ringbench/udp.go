@@ -33,23 +33,28 @@ import (
 // drops are the kernel's UDP receive-buffer errors (/proc/net/snmp).
 
 // udpServers are the UDP servers ringbench knows: argv builders given the
-// binaries, port, stats file.
-var udpServers = map[string]func(b bins, port int, stats string) []string{
-	"ringpoll": func(b bins, port int, stats string) []string {
-		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "inline", "-stats-file", stats}
-	},
-	"ringpoll-gro": func(b bins, port int, stats string) []string {
-		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "inline", "-gro", "-stats-file", stats}
-	},
-	"std": func(b bins, port int, stats string) []string {
-		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "std", "-stats-file", stats}
-	},
-	"xnet": func(b bins, port int, stats string) []string {
-		return []string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-api", "xnet", "-stats-file", stats}
-	},
-	"c-recvmmsg": func(b bins, port int, stats string) []string {
+// binaries, port, stats file and whether to answer each datagram.
+var udpServers = map[string]func(b bins, port int, stats string, reply bool) []string{
+	"ringpoll":     ringechoUDP("-api", "inline"),
+	"ringpoll-gro": ringechoUDP("-api", "inline", "-gro"),
+	"std":          ringechoUDP("-api", "std"),
+	"xnet":         ringechoUDP("-api", "xnet"),
+	"c-recvmmsg": func(b bins, port int, stats string, reply bool) []string {
+		if reply {
+			return []string{b.cUDP, "-r", fmt.Sprint(port), stats}
+		}
 		return []string{b.cUDP, fmt.Sprint(port), stats}
 	},
+}
+
+func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool) []string {
+	return func(b bins, port int, stats string, reply bool) []string {
+		argv := append([]string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats}, args...)
+		if reply {
+			argv = append(argv, "-reply")
+		}
+		return argv
+	}
 }
 
 const (
@@ -64,6 +69,8 @@ type udpConfig struct {
 	warmup, duration      time.Duration
 	serverCPUs, loadCPUs  cpuSet
 	rps                   bool
+	rr                    bool    // request/response instead of one way
+	rate                  float64 // with rr: offered requests/s
 	src, out, commandLine string
 	stdout, stderr        io.Writer
 	bins                  bins
@@ -82,7 +89,15 @@ type udpRun struct {
 	Busy    float64 `json:"server_cpu_busy"`
 	PerCPU  float64 `json:"recv_per_cpu_s"`
 	DropPPS float64 `json:"drops_per_s"`
-	Err     string  `json:"error,omitempty"`
+	// Request/response runs: requests answered per second, their latency,
+	// requests lost, and busy server-CPU µs per request.
+	Mode     string  `json:"mode"`
+	ReqPerS  float64 `json:"req_per_s,omitempty"`
+	P99us    float64 `json:"p99_us,omitempty"`
+	P999us   float64 `json:"p999_us,omitempty"`
+	Lost     uint64  `json:"lost,omitempty"`
+	CPUusReq float64 `json:"cpu_us_per_req,omitempty"`
+	Err      string  `json:"error,omitempty"`
 }
 
 func parseUDP(servers, sizes string) ([]string, []int, error) {
@@ -107,7 +122,8 @@ func parseUDP(servers, sizes string) ([]string, []int, error) {
 	return ss, zs, nil
 }
 
-// benchUDP runs the UDP scenario and writes udp.jsonl and udp.md in out.
+// benchUDP runs the UDP scenario and writes udp.jsonl and udp.md (for
+// request/response udp-rr.jsonl and udp-rr.md) in out.
 func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	logs := filepath.Join(cfg.out, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
@@ -124,14 +140,18 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 			cfg.servers = slices.DeleteFunc(cfg.servers, func(s string) bool { return s == "c-recvmmsg" })
 		}
 	}
-	if cfg.rps {
+	if cfg.rps && !cfg.rr {
 		restore, err := steerLoopback(cfg.serverCPUs)
 		if err != nil {
 			return 1, fmt.Errorf("-rps: %w (run as root, or give -rps=false)", err)
 		}
 		defer restore()
 	}
-	jf, err := os.Create(filepath.Join(cfg.out, "udp.jsonl"))
+	name := "udp"
+	if cfg.rr {
+		name = "udp-rr"
+	}
+	jf, err := os.Create(filepath.Join(cfg.out, name+".jsonl"))
 	if err != nil {
 		return 1, err
 	}
@@ -152,8 +172,13 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 					failed = true
 					fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", srv, size, rep, r.Err)
 				}
-				fmt.Fprintf(cfg.stderr, "udp %-13s %5d B rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
-					srv, size, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
+				if cfg.rr {
+					fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req lost %d\n",
+						srv, size, rep, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, r.Lost)
+				} else {
+					fmt.Fprintf(cfg.stderr, "udp %-13s %5d B rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
+						srv, size, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
+				}
 				runs = append(runs, r)
 				if err := writeJSONLine(jf, r); err != nil {
 					return 1, err
@@ -164,7 +189,7 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	var md bytes.Buffer
 	writeUDPReport(&md, cfg, runs)
 	io.Copy(cfg.stdout, bytes.NewReader(md.Bytes()))
-	if err := os.WriteFile(filepath.Join(cfg.out, "udp.md"), md.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.out, name+".md"), md.Bytes(), 0o644); err != nil {
 		return 1, err
 	}
 	if failed {
@@ -186,7 +211,10 @@ func cCompile(ctx context.Context, src, out string) error {
 
 // udpOnce runs one server under the load and measures it.
 func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logBase string) udpRun {
-	r := udpRun{Server: srv, Size: size, Repeat: rep}
+	r := udpRun{Server: srv, Size: size, Repeat: rep, Mode: "oneway"}
+	if cfg.rr {
+		r.Mode = "rr"
+	}
 	fail := func(err error) udpRun {
 		r.Err = err.Error()
 		return r
@@ -197,7 +225,7 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logB
 	}
 	stats := logBase + ".stats"
 	os.Remove(stats)
-	argv := udpServers[srv](cfg.bins, port, stats)
+	argv := udpServers[srv](cfg.bins, port, stats, cfg.rr)
 	lf, err := os.Create(logBase + ".log")
 	if err != nil {
 		return fail(err)
@@ -224,9 +252,14 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logB
 		return fail(fmt.Errorf("%s did not start: %v; its log: %s", srv, err, tail(logBase+".log")))
 	}
 	var out bytes.Buffer
-	load := exec.Command(cfg.bins.ringload, "-proto", "udp", "-addr", fmt.Sprint("127.0.0.1:", port),
+	largv := []string{"-proto", "udp", "-addr", fmt.Sprint("127.0.0.1:", port),
 		"-conns", fmt.Sprint(cfg.flows), "-size", fmt.Sprint(size),
-		"-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(), "-json")
+		"-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(), "-json"}
+	if cfg.rr {
+		largv[1] = "udp-rr"
+		largv = append(largv, "-rate", fmt.Sprint(cfg.rate))
+	}
+	load := exec.Command(cfg.bins.ringload, largv...)
 	load.Stdout, load.Stderr = &out, lf
 	load.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := startPinned(load, cfg.loadCPUs); err != nil {
@@ -262,6 +295,10 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logB
 		SentPPS float64 `json:"sent_pps"`
 		Errors  uint64  `json:"errors"`
 		First   string  `json:"first_error"`
+		ReqPerS float64 `json:"req_per_s"`
+		P99us   float64 `json:"p99_us"`
+		P999us  float64 `json:"p999_us"`
+		Lost    uint64  `json:"lost"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &lr); err != nil {
 		return fail(fmt.Errorf("ringload's output %q: %v", out.String(), err))
@@ -278,6 +315,12 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logB
 	}
 	if r.Busy > 0 {
 		r.PerCPU = r.RecvPPS / r.Busy
+	}
+	if cfg.rr {
+		r.ReqPerS, r.P99us, r.P999us, r.Lost = lr.ReqPerS, lr.P99us, lr.P999us, lr.Lost
+		if r.ReqPerS > 0 {
+			r.CPUusReq = r.Busy * 1e6 / r.ReqPerS
+		}
 	}
 	return r
 }
@@ -399,16 +442,21 @@ func steerLoopback(cpus cpuSet) (func(), error) {
 }
 
 // writeUDPReport writes the medians per server and size, with each
-// server's ratio to std on received datagrams per busy CPU-second.
+// server's ratio to std: on datagrams per busy CPU-second one way, on busy
+// CPU per request for request/response.
 func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
-	fmt.Fprintf(w, "\n## UDP, one way (%s)\n\n", cfg.commandLine)
-	fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS to the server CPUs: %v. %d repeats, medians, min-max in brackets.\n\n",
-		cfg.flows, cfg.loadCPUs, cfg.serverCPUs, cfg.rps, cfg.repeats)
+	if cfg.rr {
+		fmt.Fprintf(w, "\n## UDP, request/response (%s)\n\n", cfg.commandLine)
+		fmt.Fprintf(w, "%d clients (ringload -proto udp-rr), each awaiting its echo, %.0f requests/s offered over all, on CPUs %s; servers on CPUs %s; lo's RPS: off (each side's softirqs run where its peer sends). %d repeats, medians, min-max in brackets.\n\n",
+			cfg.flows, cfg.rate, cfg.loadCPUs, cfg.serverCPUs, cfg.repeats)
+	} else {
+		fmt.Fprintf(w, "\n## UDP, one way (%s)\n\n", cfg.commandLine)
+		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS to the server CPUs: %v. %d repeats, medians, min-max in brackets.\n\n",
+			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, cfg.rps, cfg.repeats)
+	}
 	for _, size := range cfg.sizes {
 		fmt.Fprintf(w, "### %d-byte datagrams\n\n", size)
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-		fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t vs std\t drops/s\t")
-		fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t")
 		per := func(srv string) []udpRun {
 			var rs []udpRun
 			for _, r := range runs {
@@ -418,25 +466,44 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 			}
 			return rs
 		}
-		stdPer := medianOf(per("std"), func(r udpRun) float64 { return r.PerCPU })
+		f := func(rs []udpRun, get func(udpRun) float64, prec int) string {
+			xs := valuesOf(rs, get)
+			return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
+		}
+		key := func(r udpRun) float64 { return r.PerCPU }
+		if cfg.rr {
+			key = func(r udpRun) float64 { return r.CPUusReq }
+			fmt.Fprintln(tw, "| server\t requests/s\t p99 µs\t p99.9 µs\t server CPUs busy\t CPU-µs per request\t vs std\t lost\t")
+		} else {
+			fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t vs std\t drops/s\t")
+		}
+		if cfg.rr {
+			fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
+		} else {
+			fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t")
+		}
+		stdKey := medianOf(per("std"), key)
 		for _, srv := range cfg.servers {
 			rs := per(srv)
 			if len(rs) == 0 {
-				fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t\n", srv)
+				fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t%s\n", srv, map[bool]string{true: "\t"}[cfg.rr])
 				continue
 			}
-			f := func(get func(udpRun) float64, prec int) string {
-				xs := valuesOf(rs, get)
-				return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
-			}
 			vs := "-"
-			if stdPer > 0 {
-				vs = fmt.Sprintf("%.2f", medianOf(rs, func(r udpRun) float64 { return r.PerCPU })/stdPer)
+			if stdKey > 0 {
+				vs = fmt.Sprintf("%.2f", medianOf(rs, key)/stdKey)
+			}
+			if cfg.rr {
+				fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
+					f(rs, func(r udpRun) float64 { return r.ReqPerS }, 0), f(rs, func(r udpRun) float64 { return r.P99us }, 0),
+					f(rs, func(r udpRun) float64 { return r.P999us }, 0), f(rs, func(r udpRun) float64 { return r.Busy }, 2),
+					f(rs, key, 2), vs, f(rs, func(r udpRun) float64 { return float64(r.Lost) }, 0))
+				continue
 			}
 			fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
-				f(func(r udpRun) float64 { return r.RecvPPS }, 0), f(func(r udpRun) float64 { return r.SentPPS }, 0),
-				f(func(r udpRun) float64 { return r.Busy }, 2), f(func(r udpRun) float64 { return r.PerCPU }, 0),
-				vs, f(func(r udpRun) float64 { return r.DropPPS }, 0))
+				f(rs, func(r udpRun) float64 { return r.RecvPPS }, 0), f(rs, func(r udpRun) float64 { return r.SentPPS }, 0),
+				f(rs, func(r udpRun) float64 { return r.Busy }, 2), f(rs, key, 0),
+				vs, f(rs, func(r udpRun) float64 { return r.DropPPS }, 0))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)

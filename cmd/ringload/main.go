@@ -154,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:7000", "server address (host:port)")
 	conns := fs.Int("conns", 100, "connections, each a goroutine doing strict ping-pong")
 	size := fs.Int("size", 1024, "message size in bytes (at least 16; with -proto rpc, the payload after the 4-byte length)")
-	proto := fs.String("proto", "echo", "echo (raw bytes echoed), rpc (4-byte big-endian length, then the payload; see internal/rpcframe), or udp (datagrams one way from -conns sockets, as fast as they go)")
+	proto := fs.String("proto", "echo", "echo (raw bytes echoed), rpc (4-byte big-endian length, then the payload; see internal/rpcframe), udp (datagrams one way from -conns sockets, as fast as they go) or udp-rr (DNS-like: -conns clients each awaiting its request's echo, at -rate)")
 	gso := fs.Bool("gso", true, "with -proto udp: send runs of datagrams as one message the kernel cuts (UDP GSO)")
 	depth := fs.Int("depth", 1, "messages in flight per connection: 1 is strict ping-pong; more pipelines: write that many, then read their replies")
 	rate := fs.Float64("rate", 0, "offered load in requests/s over all connections (0: as fast as replies come)")
@@ -191,6 +191,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "ringload:", err)
+			return 1
+		}
+		return 0
+	}
+	if *proto == "udp-rr" {
+		if *conns < 1 || *conns > 10000 || *size < 16 || *size > 65507 || *rate < 0 {
+			fmt.Fprintf(stderr, "ringload: -proto udp-rr: -conns %d, -size %d, -rate %v: want 1 to 10000 clients, 16 to 65507 bytes, a rate of 0 or more\n", *conns, *size, *rate)
+			return 2
+		}
+		res, err := udpRR(ctx, *addr, *conns, *size, *rate, *warmup, *duration)
+		if err == nil {
+			err = res.write(stdout, *asJSON)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "ringload:", err)
+			return 1
+		}
+		if res.Errors > 0 {
+			fmt.Fprintf(stderr, "ringload: %d errors; first: %s\n", res.Errors, res.FirstErr)
 			return 1
 		}
 		return 0

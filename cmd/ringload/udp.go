@@ -3,16 +3,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/internal/hdr"
 )
 
 // udpResult is what -proto udp reports: the datagrams it sent in the
@@ -108,5 +112,142 @@ func (r udpResult) write(w io.Writer, asJSON bool) error {
 	}
 	_, err := fmt.Fprintf(w, "udp: %d flows of %d-byte datagrams (gso=%v): sent %d in %.2fs = %.0f/s; errors %d %s\n",
 		r.Flows, r.Size, r.GSO, r.Sent, r.Window, r.SentPPS, r.Errors, r.FirstErr)
+	return err
+}
+
+// udpRRResult is what -proto udp-rr reports.
+type udpRRResult struct {
+	Clients     int     `json:"conns"`
+	Size        int     `json:"size"`
+	OfferedRate float64 `json:"offered_rate"`
+	Window      float64 `json:"window_s"`
+	Requests    uint64  `json:"requests"`
+	ReqPerS     float64 `json:"req_per_s"`
+	Lost        uint64  `json:"lost"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	P999us      float64 `json:"p999_us"`
+	MaxUs       float64 `json:"max_us"`
+	Errors      uint64  `json:"errors"`
+	FirstErr    string  `json:"first_error,omitempty"`
+}
+
+// udpLost is how long a client waits for a reply before counting its
+// request lost.
+const udpLost = 200 * time.Millisecond
+
+// udpRR is DNS-like load: clients sockets, each sending a request of size
+// bytes and waiting for its echo, at rate requests per second over all of
+// them (0: each as fast as replies come). A reply must be the request's
+// bytes; one that does not come within udpLost counts as lost.
+func udpRR(ctx context.Context, addr string, clients, size int, rate float64, warmup, duration time.Duration) (udpRRResult, error) {
+	res := udpRRResult{Clients: clients, Size: size, OfferedRate: rate}
+	if size < 16 {
+		return res, fmt.Errorf("-size %d: udp-rr needs at least 16 bytes", size)
+	}
+	var measuring atomic.Bool
+	var errs atomic.Uint64
+	var firstErr atomic.Value
+	hists := make([]*hdr.Histogram, clients)
+	lost := make([]uint64, clients)
+	stopAt := time.Now().Add(warmup + duration)
+	interval := time.Duration(0)
+	if rate > 0 {
+		interval = time.Duration(float64(clients) / rate * float64(time.Second))
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for id := range clients {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			return res, err
+		}
+		defer c.Close()
+		hists[id] = new(hdr.Histogram)
+		wg.Go(func() {
+			req, buf := make([]byte, size), make([]byte, size+1)
+			binary.LittleEndian.PutUint64(req, uint64(id))
+			next := start.Add(interval * time.Duration(id) / time.Duration(clients))
+			for seq := uint64(0); ctx.Err() == nil; seq++ {
+				if interval > 0 {
+					now := time.Now()
+					if d := next.Sub(now); d > 0 {
+						time.Sleep(d)
+					} else if -d > max(interval, 2*time.Millisecond) {
+						next = now // far behind: skip the missed slots
+					}
+					next = next.Add(interval)
+				}
+				sent := time.Now()
+				if sent.After(stopAt) {
+					return
+				}
+				binary.LittleEndian.PutUint64(req[8:], seq)
+				if _, err := c.Write(req); err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				c.SetReadDeadline(sent.Add(udpLost))
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						if measuring.Load() {
+							lost[id]++
+						}
+						break
+					}
+					if n == size && binary.LittleEndian.Uint64(buf[8:]) < seq {
+						continue // a reply that came after its request was counted lost
+					}
+					if n != size || !bytes.Equal(buf[:n], req) {
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, fmt.Sprintf("client %d: reply of %d bytes does not match request %d", id, n, seq))
+						break
+					}
+					if measuring.Load() {
+						hists[id].Record(time.Since(sent))
+					}
+					break
+				}
+			}
+		})
+	}
+	select {
+	case <-time.After(warmup):
+	case <-ctx.Done():
+	}
+	measuring.Store(true)
+	begin := time.Now()
+	select {
+	case <-time.After(duration):
+	case <-ctx.Done():
+	}
+	measuring.Store(false)
+	res.Window = time.Since(begin).Seconds()
+	wg.Wait()
+	var all hdr.Histogram
+	for i, h := range hists {
+		all.Merge(h)
+		res.Lost += lost[i]
+	}
+	res.Requests = all.Count()
+	res.ReqPerS = float64(res.Requests) / res.Window
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	res.P50us, res.P99us, res.P999us, res.MaxUs = us(all.Quantile(0.5)), us(all.Quantile(0.99)), us(all.Quantile(0.999)), us(all.Max())
+	res.Errors = errs.Load()
+	if e, ok := firstErr.Load().(string); ok {
+		res.FirstErr = e
+	}
+	return res, ctx.Err()
+}
+
+func (r udpRRResult) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(r)
+	}
+	_, err := fmt.Fprintf(w, "udp-rr: %d clients, %d-byte requests, offered %.0f/s: %d in %.2fs = %.0f/s; p50 %.0fµs p99 %.0fµs p99.9 %.0fµs max %.0fµs; lost %d; errors %d %s\n",
+		r.Clients, r.Size, r.OfferedRate, r.Requests, r.Window, r.ReqPerS, r.P50us, r.P99us, r.P999us, r.MaxUs, r.Lost, r.Errors, r.FirstErr)
 	return err
 }

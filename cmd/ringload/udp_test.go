@@ -52,3 +52,41 @@ func TestUDPLoad(t *testing.T) {
 		t.Errorf("received %d datagrams, %d with a flow number over 2", got.Load(), badFlow.Load())
 	}
 }
+
+// TestUDPRR: -proto udp-rr gets its requests echoed, measures their
+// latency, and finds a server that answers wrongly.
+func TestUDPRR(t *testing.T) {
+	for _, corrupt := range []bool{false, true} {
+		rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := rc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if corrupt {
+					buf[n-1] ^= 1
+				}
+				rc.WriteTo(buf[:n], from)
+			}
+		}()
+		res, err := udpRR(context.Background(), rc.LocalAddr().String(), 4, 64, 2000, 50*time.Millisecond, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if corrupt {
+			if res.Errors == 0 || res.FirstErr == "" {
+				t.Errorf("corrupting server: result %+v, want errors", res)
+			}
+			continue
+		}
+		if res.Requests == 0 || res.Errors != 0 || res.P99us <= 0 || res.P50us > res.P99us {
+			t.Errorf("result %+v", res)
+		}
+	}
+}
