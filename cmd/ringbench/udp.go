@@ -39,6 +39,13 @@ var udpServers = map[string]func(b bins, port int, stats string, reply bool) []s
 	"ringpoll-gro": ringechoUDP("-api", "inline", "-gro"),
 	"std":          ringechoUDP("-api", "std"),
 	"xnet":         ringechoUDP("-api", "xnet"),
+	"gnet": func(b bins, port int, stats string, reply bool) []string {
+		proto := "udp"
+		if reply {
+			proto = "udp-reply"
+		}
+		return []string{b.peerecho, "-impl", "gnet", "-proto", proto, "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats}
+	},
 	"c-recvmmsg": func(b bins, port int, stats string, reply bool) []string {
 		if reply {
 			return []string{b.cUDP, "-r", fmt.Sprint(port), stats}
@@ -58,7 +65,7 @@ func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool
 }
 
 const (
-	defaultUDPServers = "ringpoll,ringpoll-gro,std,xnet,c-recvmmsg"
+	defaultUDPServers = "ringpoll,ringpoll-gro,std,xnet,gnet,c-recvmmsg"
 	defaultUDPSizes   = "32,1200"
 )
 
@@ -133,7 +140,14 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	if err := goBuild(ctx, cfg.src, binDir, "./cmd/ringecho", "./cmd/ringload"); err != nil {
 		return 1, err
 	}
-	cfg.bins = bins{ringecho: filepath.Join(binDir, "ringecho"), ringload: filepath.Join(binDir, "ringload"), cUDP: filepath.Join(binDir, "udp_recv")}
+	cfg.bins = bins{ringecho: filepath.Join(binDir, "ringecho"), ringload: filepath.Join(binDir, "ringload"),
+		peerecho: filepath.Join(binDir, "peerecho"), cUDP: filepath.Join(binDir, "udp_recv")}
+	if slices.Contains(cfg.servers, "gnet") {
+		if err := goBuild(ctx, filepath.Join(cfg.src, "bench"), binDir, "./cmd/peerecho"); err != nil {
+			fmt.Fprintf(cfg.stderr, "ringbench: leaving gnet out: %v\n", err)
+			cfg.servers = slices.DeleteFunc(cfg.servers, func(s string) bool { return s == "gnet" })
+		}
+	}
 	if slices.Contains(cfg.servers, "c-recvmmsg") {
 		if err := cCompile(ctx, filepath.Join(cfg.src, "bench", "c", "udp_recv.c"), cfg.bins.cUDP); err != nil {
 			fmt.Fprintf(cfg.stderr, "ringbench: leaving c-recvmmsg out: %v\n", err)

@@ -4,6 +4,10 @@
 //
 //	peerecho -impl netpoll|gnet -proto echo|rpc -addr 127.0.0.1:7000 [-loops N]
 //
+// With -impl gnet, -proto udp serves datagrams on a UDP address instead,
+// counting them (udp-reply: and sending each back), with the count in
+// -stats-file, for ringbench -udp.
+//
 // -impl picks the library: netpoll is github.com/cloudwego/netpoll (a
 // netpoll.EventLoop whose OnRequest handler runs on netpoll's goroutine pool),
 // gnet is github.com/panjf2000/gnet/v2 (gnet.Run in multicore mode). Both
@@ -58,6 +62,9 @@ const (
 	implGnet    = "gnet"
 	protoEcho   = "echo"
 	protoRPC    = "rpc"
+	// UDP, gnet only: datagrams counted, or counted and sent back.
+	protoUDP      = "udp"
+	protoUDPReply = "udp-reply"
 )
 
 // stopTimeout bounds how long peerecho spends stopping its server after a
@@ -70,6 +77,8 @@ type config struct {
 	proto string // protoEcho or protoRPC
 	addr  string // host:port to listen on; port 0 picks a free port
 	loops int    // pollers / event loops; 0 keeps the library default
+	// statsFile, for the UDP protocols, gets the datagrams counted.
+	statsFile string
 }
 
 // errFlagReported marks a flag error that the flag package has already
@@ -140,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.proto, "proto", "", "protocol: echo (raw echo) or rpc (length-prefixed frames) (required)")
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7000", "TCP `host:port` to listen on (port 0 picks a free port)")
 	fs.IntVar(&cfg.loops, "loops", 0, "netpoll pollers or gnet event loops; 0 keeps the library default")
+	fs.StringVar(&cfg.statsFile, "stats-file", "", "with -proto udp or udp-reply: write {\"seq\":N,\"packets\":P} here at start and on SIGUSR1")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
@@ -158,10 +168,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	switch cfg.proto {
 	case protoEcho, protoRPC:
+	case protoUDP, protoUDPReply:
+		if cfg.impl != implGnet {
+			return cfg, fmt.Errorf("-proto %s: only with -impl gnet (netpoll has no UDP)", cfg.proto)
+		}
 	case "":
 		return cfg, errors.New("-proto is required: want echo or rpc")
 	default:
-		return cfg, fmt.Errorf("-proto %q: want echo or rpc", cfg.proto)
+		return cfg, fmt.Errorf("-proto %q: want echo, rpc, or with gnet udp or udp-reply", cfg.proto)
 	}
 	if _, _, err := net.SplitHostPort(cfg.addr); err != nil {
 		return cfg, fmt.Errorf("-addr %q: want host:port, e.g. 127.0.0.1:7000 (%v)", cfg.addr, err)

@@ -34,6 +34,9 @@ func startServer(cfg config) (server, error) {
 	case implNetpoll:
 		return startNetpoll(cfg)
 	case implGnet:
+		if cfg.proto == protoUDP || cfg.proto == protoUDPReply {
+			return startGnetUDP(cfg)
+		}
 		return startGnet(cfg)
 	default:
 		return nil, fmt.Errorf("unknown -impl %q", cfg.impl)
