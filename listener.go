@@ -84,6 +84,8 @@ func checkNetwork(network string) error {
 	switch network {
 	case "tcp", "tcp4", "tcp6", "unix":
 		return nil
+	case "udp", "udp4", "udp6":
+		return net.UnknownNetworkError(network + " (ringpoll's streams are tcp, tcp4, tcp6 and unix; for UDP use ListenPacket or DialPacket)")
 	}
 	return net.UnknownNetworkError(network + " (ringpoll supports tcp, tcp4, tcp6 and unix)")
 }

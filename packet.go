@@ -96,7 +96,7 @@ func checkPacketNetwork(network string) error {
 	case "udp", "udp4", "udp6":
 		return nil
 	}
-	return fmt.Errorf("ringpoll: network %q: want udp, udp4 or udp6: %w", network, net.UnknownNetworkError(network))
+	return net.UnknownNetworkError(network + " (ringpoll's datagrams are udp, udp4 and udp6; for streams use Listen or Dial)")
 }
 
 // aLongTimeAgo is a deadline that has passed, to unblock readers.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -460,8 +461,12 @@ func TestPacketBadInput(t *testing.T) {
 			t.Errorf("NewBatch(%d, %d): %v, want ErrInvalidOption", args[0], args[1], err)
 		}
 	}
-	if _, err := ListenPacket("tcp", "127.0.0.1:0"); err == nil {
-		t.Error("ListenPacket(tcp) succeeded")
+	var une net.UnknownNetworkError
+	if _, err := ListenPacket("tcp", "127.0.0.1:0"); !errors.As(err, &une) || !strings.Contains(err.Error(), "Listen or Dial") {
+		t.Errorf("ListenPacket(tcp): %v, want a net.UnknownNetworkError pointing to Listen", err)
+	}
+	if _, err := DialPacket("unixgram", "/x"); !errors.As(err, &une) {
+		t.Errorf("DialPacket(unixgram): %v, want a net.UnknownNetworkError", err)
 	}
 	if _, err := ListenPacket("udp", "127.0.0.1:0", WithReusePort(0)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("WithReusePort(0): %v, want ErrInvalidOption", err)
