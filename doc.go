@@ -32,6 +32,15 @@
 // ErrWouldBlock, which, returned, makes the Server call again when more
 // comes.
 //
+// # Datagrams
+//
+// ListenPacket and DialPacket return a *PacketConn, a net.PacketConn with
+// working deadlines, which also reads and writes batches of datagrams, many
+// per system call and without allocating per datagram (Batch, ReadBatch,
+// WriteBatch, with GSO and, by WithGRO, GRO). A PacketServer reads one
+// socket, or a SO_REUSEPORT group of them (WithReusePort, WithCPUSteering),
+// and calls a PacketHandler with every batch.
+//
 // # Engines
 //
 // WithEngine selects the engine: EngineEpoll, the classic reactor, or one
