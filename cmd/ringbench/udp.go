@@ -202,6 +202,15 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	}
 	var md bytes.Buffer
 	writeUDPReport(&md, cfg, runs)
+	for _, size := range cfg.sizes {
+		var svg bytes.Buffer
+		writeUDPChart(&svg, cfg, runs, size)
+		chart := fmt.Sprintf("%s-%d.svg", name, size)
+		if err := os.WriteFile(filepath.Join(cfg.out, chart), svg.Bytes(), 0o644); err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(&md, "![%s, %d-byte datagrams](%s)\n\n", name, size, chart)
+	}
 	io.Copy(cfg.stdout, bytes.NewReader(md.Bytes()))
 	if err := os.WriteFile(filepath.Join(cfg.out, name+".md"), md.Bytes(), 0o644); err != nil {
 		return 1, err
@@ -537,4 +546,69 @@ func medianOf(rs []udpRun, get func(udpRun) float64) float64 {
 		return 0
 	}
 	return median(valuesOf(rs, get))
+}
+
+// writeUDPChart draws, as SVG, one bar per server: the median of the
+// scenario's key figure (datagrams per busy CPU-second one way, busy
+// CPU-µs per request for request/response) for one datagram size, with
+// the repeats' range as a whisker.
+func writeUDPChart(w io.Writer, cfg udpConfig, runs []udpRun, size int) {
+	type bar struct {
+		name        string
+		med, lo, hi float64
+	}
+	key, unit := func(r udpRun) float64 { return r.PerCPU }, "datagrams received per busy server CPU-second"
+	if cfg.rr {
+		key, unit = func(r udpRun) float64 { return r.CPUusReq }, "busy server CPU-µs per request (lower is better)"
+	}
+	var bars []bar
+	top := 0.0
+	for _, srv := range cfg.servers {
+		var xs []float64
+		for _, r := range runs {
+			if r.Server == srv && r.Size == size && r.Err == "" {
+				xs = append(xs, key(r))
+			}
+		}
+		if len(xs) == 0 {
+			continue
+		}
+		b := bar{srv, median(xs), slices.Min(xs), slices.Max(xs)}
+		bars = append(bars, b)
+		top = max(top, b.hi)
+	}
+	const width, rowH, left, right = 720, 28, 120, 90
+	height := 50 + rowH*len(bars)
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
+	fmt.Fprintf(w, `<text x="10" y="18" font-size="13">%d-byte datagrams: %s</text>`+"\n", size, unit)
+	if top <= 0 {
+		top = 1
+	}
+	scale := float64(width-left-right) / top
+	for i, b := range bars {
+		y := 32 + i*rowH
+		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-6, y+15, b.name)
+		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", left, y+3, b.med*scale, rowH-8, udpBarColor(b.name))
+		fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="black"/>`+"\n", left+b.lo*scale, left+b.hi*scale, y+rowH/2, y+rowH/2)
+		fmt.Fprintf(w, `<text x="%.1f" y="%d">%s</text>`+"\n", left+b.hi*scale+6, y+15, udpFigure(b.med))
+	}
+	fmt.Fprintln(w, "</svg>")
+}
+
+func udpBarColor(server string) string {
+	if strings.HasPrefix(server, "ringpoll") {
+		return "#2f6fb0"
+	}
+	return "#9a9a9a"
+}
+
+// udpFigure prints a bar's value to three significant figures.
+func udpFigure(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
 }

@@ -40,3 +40,19 @@ func TestUDPReport(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPChart: one bar per server that has runs, scaled to the largest,
+// with its median printed.
+func TestUDPChart(t *testing.T) {
+	cfg := udpConfig{servers: []string{"ringpoll", "std", "xnet"}, sizes: []int{32}}
+	runs := []udpRun{
+		{Server: "ringpoll", Size: 32, PerCPU: 2e6}, {Server: "ringpoll", Size: 32, PerCPU: 2.2e6},
+		{Server: "std", Size: 32, PerCPU: 1e6}, {Server: "xnet", Size: 32, Err: "boom"},
+	}
+	var b bytes.Buffer
+	writeUDPChart(&b, cfg, runs, 32)
+	out := b.String()
+	if strings.Count(out, "<rect") != 2 || !strings.Contains(out, ">2.1M<") || !strings.Contains(out, ">1M<") || strings.Contains(out, "xnet") {
+		t.Errorf("chart:\n%s", out)
+	}
+}
