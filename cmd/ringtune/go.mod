@@ -1,0 +1,7 @@
+module github.com/ringpoll/ringpoll/cmd/ringtune
+
+go 1.26.0
+
+require github.com/prometheus/procfs v0.23.0
+
+require golang.org/x/sys v0.49.0

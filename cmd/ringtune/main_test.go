@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestInspectFixture(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"inspect", "-interval", "10ms", "-root", "testdata/virtio-2cpu"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"NET_RX", "eth0 (virtio2): 1 rx, 1 tx queues", "IRQ 38 virtio2-input.0, affinity 0-1", "net.core.netdev_budget = 300", "irqbalance: not running"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"inspect", "-interval", "10ms", "-json", "-root", "testdata/mq-8cpu"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		CPUs []struct{ CPU int } `json:"cpus"`
+		Now  struct {
+			NICs []struct{ Name string } `json:"nics"`
+		} `json:"now"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.CPUs) != 8 || len(r.Now.NICs) != 1 {
+		t.Errorf("JSON %s: %v", out.String(), err)
+	}
+}
+
+func TestBadArgs(t *testing.T) {
+	for _, args := range [][]string{nil, {"frobnicate"}, {"inspect", "-interval", "0s"}, {"inspect", "-root", "/no/such/dir"}, {"inspect", "-bogus"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, errb.String())
+		}
+	}
+}
