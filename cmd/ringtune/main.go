@@ -4,10 +4,16 @@
 // rates over an interval.
 //
 //	ringtune inspect [-interval 2s] [-json] [-pid PID] [-root /]
+//	ringtune plan    [-interval 2s] [-json] [-pid PID] [-root /]
+//
+// plan diagnoses what inspect sees with rules, each citing its source
+// (the kernel's scaling.rst, tuned's profiles, netdata's alarms), and
+// prints the commands that would apply each.
 //
 // -root reads proc/... and sys/... under another directory laid out as the
 // kernel lays them out (tests use fixture trees); a file missing there is
-// reported as unknown. ringtune is a module of its own, so that the
+// reported as unknown. -then DIR takes the second reading from another
+// tree instead of waiting, the interval then being nominal. ringtune is a module of its own, so that the
 // library's go.mod stays free of what it needs (github.com/prometheus/procfs).
 package main
 
@@ -30,7 +36,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: ringtune inspect [-interval 2s] [-json] [-pid PID] [-root DIR]"
+const usage = "usage: ringtune inspect|plan [-interval 2s] [-json] [-pid PID] [-root DIR] [-then DIR]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -38,8 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "inspect":
-		return inspect(args[1:], stdout, stderr)
+	case "inspect", "plan":
+		return inspect(args[0], args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -48,13 +54,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func inspect(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtune inspect", flag.ContinueOnError)
+func inspect(cmd string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtune "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	interval := fs.Duration("interval", 2*time.Second, "how long to count over")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	pid := fs.Int("pid", 0, "also show where this process's threads run")
 	root := fs.String("root", "/", "the directory holding proc and sys")
+	then := fs.String("then", "", "take the second reading from this tree instead of -root after -interval")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -65,24 +72,41 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtune: -interval %v: want more than 0, at most 1h\n", *interval)
 		return 2
 	}
-	if st, err := os.Stat(*root); err != nil || !st.IsDir() {
-		fmt.Fprintf(stderr, "ringtune: -root %s: not a directory\n", *root)
-		return 2
+	for _, d := range []string{*root, *then} {
+		if st, err := os.Stat(d); d != "" && (err != nil || !st.IsDir()) {
+			fmt.Fprintf(stderr, "ringtune: %s: not a directory\n", d)
+			return 2
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	a := tune.Read(*root, *pid)
-	select {
-	case <-time.After(*interval):
-	case <-ctx.Done():
-		return 1
+	var b *tune.Snapshot
+	if *then != "" {
+		b = tune.Read(*then, *pid)
+		b.Taken = a.Taken.Add(*interval)
+	} else {
+		select {
+		case <-time.After(*interval):
+		case <-ctx.Done():
+			return 1
+		}
+		b = tune.Read(*root, *pid)
 	}
-	r := tune.Compute(a, tune.Read(*root, *pid))
+	r := tune.Compute(a, b)
+	var out any = r
+	if cmd == "plan" {
+		out = tune.Plan(r)
+	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(r); err != nil {
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			fmt.Fprintln(stderr, "ringtune:", err)
 			return 1
 		}
+		return 0
+	}
+	if cmd == "plan" {
+		tune.RenderPlan(stdout, out.([]tune.Finding))
 		return 0
 	}
 	r.Render(stdout, *pid)

@@ -40,3 +40,15 @@ func TestBadArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"plan", "-root", "testdata/squeeze-2cpu/before", "-then", "testdata/squeeze-2cpu/after"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"[budget] time_squeeze rising on CPU 0", "sysctl -w net.core.netdev_max_backlog=2000", "source: netdata"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
+	}
+}

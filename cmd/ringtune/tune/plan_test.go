@@ -1,0 +1,149 @@
+package tune
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixtureRates reads root twice (or root, then then), a second apart.
+func fixtureRates(t *testing.T, root, then string) *Rates {
+	t.Helper()
+	a := Read(root, 0)
+	if then == "" {
+		then = root
+	}
+	b := Read(then, 0)
+	b.Taken = a.Taken.Add(time.Second)
+	return Compute(a, b)
+}
+
+func rules(fs []Finding) []string {
+	var rs []string
+	for _, f := range fs {
+		rs = append(rs, f.Rule)
+	}
+	return rs
+}
+
+func findRule(t *testing.T, fs []Finding, rule string) Finding {
+	t.Helper()
+	for _, f := range fs {
+		if f.Rule == rule {
+			if f.Source == "" || f.Seen == "" || f.Advice == "" {
+				t.Errorf("finding %+v lacks what it saw, its advice or its source", f)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %q finding in %v", rule, rules(fs))
+	return Finding{}
+}
+
+// TestPlanFixtures: the diagnosis expected of each fixture tree.
+func TestPlanFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		name, root, then string
+		want             []string
+	}{
+		{"single-queue virtio, 2 CPUs", "../testdata/virtio-2cpu", "", []string{"rps", "buffers"}},
+		{"4 queues, 8 CPUs, irqbalance", "../testdata/mq-8cpu", "", []string{"rps", "buffers", "irqbalance"}},
+		{"squeezes and drops, a softnet counter wrapping", "../testdata/squeeze-2cpu/before", "../testdata/squeeze-2cpu/after", []string{"rps", "budget", "backlog", "buffers"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := Plan(fixtureRates(t, tc.root, tc.then))
+			if got := rules(fs); !slices.Equal(got, tc.want) {
+				t.Errorf("rules %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanRPS(t *testing.T) {
+	f := findRule(t, Plan(fixtureRates(t, "../testdata/virtio-2cpu", "")), "rps")
+	if !slices.Equal(f.Commands, []string{"echo 3 > /sys/class/net/eth0/queues/rx-0/rps_cpus"}) || !strings.Contains(f.Source, "scaling.rst") {
+		t.Errorf("%+v", f)
+	}
+}
+
+func TestPlanBudgetAndBacklog(t *testing.T) {
+	r := fixtureRates(t, "../testdata/squeeze-2cpu/before", "../testdata/squeeze-2cpu/after")
+	if c := r.CPUs[0]; c.Processed != 0x20 || c.Squeezed != 10 || c.Dropped != 20 {
+		t.Fatalf("CPU 0 rates %+v: want 32 processed across the wrap, 10 squeezed, 20 dropped", c)
+	}
+	fs := Plan(r)
+	b := findRule(t, fs, "budget")
+	if !slices.Contains(b.Commands, "sysctl -w net.core.netdev_budget=600") || !strings.Contains(b.Seen, "CPU 0") || strings.Contains(b.Seen, "CPU 1") {
+		t.Errorf("%+v", b)
+	}
+	d := findRule(t, fs, "backlog")
+	if !slices.Equal(d.Commands, []string{"sysctl -w net.core.netdev_max_backlog=2000"}) {
+		t.Errorf("%+v", d)
+	}
+}
+
+func TestPlanIRQBalance(t *testing.T) {
+	f := findRule(t, Plan(fixtureRates(t, "../testdata/mq-8cpu", "")), "irqbalance")
+	if !strings.Contains(f.Commands[0], "--banirq=120") || !strings.Contains(f.Commands[0], "--banirq=124") {
+		t.Errorf("%+v", f)
+	}
+}
+
+// synthetic builds rates for the rules no fixture tree shows yet.
+func synthetic(cpus int, nic NIC, sysctls map[string]string) *Rates {
+	s := &Snapshot{CPUs: cpus, NICs: []NIC{nic}, Sysctls: sysctls}
+	r := &Rates{Seconds: 1, Now: s}
+	for i := range cpus {
+		r.CPUs = append(r.CPUs, CPURate{CPU: i})
+	}
+	return r
+}
+
+func TestPlanRFS(t *testing.T) {
+	nic := NIC{Name: "eth0", IRQs: []string{"40"}, RX: []Queue{{Name: "rx-0", RPSCPUs: "3"}, {Name: "rx-1", RPSCPUs: "3"}}}
+	r := synthetic(4, nic, map[string]string{"net.core.rps_sock_flow_entries": "0"})
+	f := findRule(t, Plan(r), "rfs")
+	want := []string{"sysctl -w net.core.rps_sock_flow_entries=32768",
+		"echo 16384 > /sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "echo 16384 > /sys/class/net/eth0/queues/rx-1/rps_flow_cnt"}
+	if !slices.Equal(f.Commands, want) {
+		t.Errorf("commands %q, want %q", f.Commands, want)
+	}
+	r.Now.Sysctls["net.core.rps_sock_flow_entries"] = "32768"
+	if slices.Contains(rules(Plan(r)), "rfs") {
+		t.Error("rfs advised with RFS on")
+	}
+}
+
+func TestPlanQueues(t *testing.T) {
+	nic := NIC{Name: "eth1", IRQs: []string{"50"}}
+	for i := range 16 {
+		nic.RX = append(nic.RX, Queue{Name: "rx-" + string(rune('a'+i)), RPSCPUs: "0"})
+	}
+	f := findRule(t, Plan(synthetic(4, nic, map[string]string{})), "queues")
+	if !slices.Equal(f.Commands, []string{"ethtool -L eth1 combined 4"}) {
+		t.Errorf("%+v", f)
+	}
+}
+
+// TestPlanLoops: a process busy on the CPU taking the NIC's interrupts is
+// told to move to the others.
+func TestPlanLoops(t *testing.T) {
+	r := synthetic(4, NIC{Name: "eth0", IRQs: []string{"40"}}, map[string]string{})
+	r.Now.Tasks = []Task{{TID: 1, CPU: 0}}
+	r.CPUs[0].NICIRQs, r.CPUs[0].NetRx, r.CPUs[0].ProcessCPU = 5000, 20000, 0.8
+	f := findRule(t, Plan(r), "loops")
+	if !strings.Contains(f.Advice, "CPUs 1-3") || f.Commands[0] != "taskset -a -cp 1-3 PID" {
+		t.Errorf("%+v", f)
+	}
+	r.CPUs[0].ProcessCPU, r.CPUs[2].ProcessCPU = 0, 0.8
+	if slices.Contains(rules(Plan(r)), "loops") {
+		t.Error("loops advised for a process already away from the interrupts")
+	}
+}
+
+func TestCPUList(t *testing.T) {
+	if got := cpuList([]int{0, 1, 2, 5, 7, 8}); got != "0-2,5,7-8" {
+		t.Errorf("cpuList = %q", got)
+	}
+}
