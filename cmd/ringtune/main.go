@@ -5,10 +5,19 @@
 //
 //	ringtune inspect [-interval 2s] [-json] [-pid PID] [-root /]
 //	ringtune plan    [-interval 2s] [-json] [-pid PID] [-root /]
+//	ringtune apply   [-yes] [-state FILE] [plan's flags]
+//	ringtune revert  [-state FILE]
 //
 // plan diagnoses what inspect sees with rules, each citing its source
 // (the kernel's scaling.rst, tuned's profiles, netdata's alarms), and
-// prints the commands that would apply each.
+// prints the commands that would apply each. apply carries out the plan's
+// file writes (sysfs and sysctls; ethtool and taskset are printed for the
+// operator), as a dry run unless -yes, after checking each can be written,
+// and saves the old values in -state (default /var/lib/ringtune/state.json
+// under -root) for revert. It refuses clearly without root or where the
+// settings are read-only (a container). It changes no interrupt's
+// affinity, so irqbalance cannot undo it; the plan says how to ban a NIC's
+// interrupts from irqbalance before pinning them by hand.
 //
 // -root reads proc/... and sys/... under another directory laid out as the
 // kernel lays them out (tests use fixture trees); a file missing there is
@@ -26,6 +35,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -36,7 +46,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: ringtune inspect|plan [-interval 2s] [-json] [-pid PID] [-root DIR] [-then DIR]"
+const usage = `usage: ringtune inspect|plan [-interval 2s] [-json] [-pid PID] [-root DIR] [-then DIR]
+       ringtune apply [-yes] [-state FILE] [-interval 2s] [-pid PID] [-root DIR] [-then DIR]
+       ringtune revert [-state FILE] [-root DIR]`
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -44,8 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "inspect", "plan":
+	case "inspect", "plan", "apply":
 		return inspect(args[0], args[1:], stdout, stderr)
+	case "revert":
+		return revert(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -62,6 +76,8 @@ func inspect(cmd string, args []string, stdout, stderr io.Writer) int {
 	pid := fs.Int("pid", 0, "also show where this process's threads run")
 	root := fs.String("root", "/", "the directory holding proc and sys")
 	then := fs.String("then", "", "take the second reading from this tree instead of -root after -interval")
+	yes := fs.Bool("yes", false, "apply: write the settings (without it, a dry run)")
+	state := fs.String("state", "", "apply: where to save the old values (default var/lib/ringtune/state.json under -root)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -77,6 +93,10 @@ func inspect(cmd string, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ringtune: %s: not a directory\n", d)
 			return 2
 		}
+	}
+	if cmd == "apply" && *yes && *root == "/" && os.Geteuid() != 0 {
+		fmt.Fprintln(stderr, tune.ErrPermission)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -94,6 +114,27 @@ func inspect(cmd string, args []string, stdout, stderr io.Writer) int {
 		b = tune.Read(*root, *pid)
 	}
 	r := tune.Compute(a, b)
+	if cmd == "apply" {
+		fs := tune.Plan(r)
+		tune.RenderPlan(stdout, fs)
+		fmt.Fprintln(stdout)
+		changes, err := tune.Apply(*root, fs, !*yes, stdout)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if !*yes {
+			fmt.Fprintln(stdout, "dry run: nothing written; -yes writes it")
+			return 0
+		}
+		path := statePath(*state, *root)
+		if err := tune.SaveState(path, tune.State{Root: *root, Applied: time.Now(), Changes: changes}); err != nil {
+			fmt.Fprintf(stderr, "ringtune: saving the state to %s: %v (the changes stay; they are listed above)\n", path, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%d settings written; ringtune revert -state %s undoes them\n", len(changes), path)
+		return 0
+	}
 	var out any = r
 	if cmd == "plan" {
 		out = tune.Plan(r)
@@ -110,5 +151,30 @@ func inspect(cmd string, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	r.Render(stdout, *pid)
+	return 0
+}
+
+func statePath(state, root string) string {
+	if state != "" {
+		return state
+	}
+	return filepath.Join(root, "var", "lib", "ringtune", "state.json")
+}
+
+func revert(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtune revert", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "/", "the directory holding proc and sys")
+	state := fs.String("state", "", "the state file apply wrote (default var/lib/ringtune/state.json under -root)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := tune.Revert(statePath(*state, *root), stdout); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	return 0
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -50,5 +52,34 @@ func TestPlanCommand(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plan lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestApplyCommand: apply is a dry run unless -yes; with it, it saves the
+// state that revert undoes.
+func TestApplyCommand(t *testing.T) {
+	root := t.TempDir() + "/root"
+	if out, err := exec.Command("cp", "-a", "testdata/virtio-2cpu", root).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	rps := root + "/sys/class/net/eth0/queues/rx-0/rps_cpus"
+	var out, errb bytes.Buffer
+	if code := run([]string{"apply", "-interval", "10ms", "-root", root}, &out, &errb); code != 0 || !strings.Contains(out.String(), "dry run") {
+		t.Fatalf("dry run: exit %d, %s %s", code, out.String(), errb.String())
+	}
+	if b, _ := os.ReadFile(rps); strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("dry run wrote rps_cpus: %s", b)
+	}
+	if code := run([]string{"apply", "-yes", "-interval", "10ms", "-root", root}, &out, &errb); code != 0 {
+		t.Fatalf("apply -yes: exit %d, %s", code, errb.String())
+	}
+	if b, _ := os.ReadFile(rps); strings.TrimSpace(string(b)) != "3" {
+		t.Fatalf("apply -yes left rps_cpus at %s", b)
+	}
+	if code := run([]string{"revert", "-root", root}, &out, &errb); code != 0 {
+		t.Fatalf("revert: exit %d, %s", code, errb.String())
+	}
+	if b, _ := os.ReadFile(rps); strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("revert left rps_cpus at %s", b)
 	}
 }
