@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
@@ -55,6 +57,7 @@ type ringTuning struct {
 	batch                uint32        // WithCompletionBatch; 0: off
 	batchWait            time.Duration // WithCompletionBatch
 	keepP                bool          // WithLoopKeepsP
+	cpus                 string        // WithLoopCPUs, as "0,2" (comparable, for the engine key)
 	moveEvery            int           // movingLoops
 }
 
@@ -257,6 +260,49 @@ func WithSQPollCPU(cpu int) Option {
 		}
 		c.ring.sqCPU = cpu + 1
 	}
+}
+
+// WithLoopCPUs pins the event loops' threads to cpus, loop i to
+// cpus[i mod len(cpus)], so that they run beside (or away from) the CPUs
+// taking the network's interrupts and softirqs: `ringtune plan` says which.
+// An io_uring loop then locks its thread (as WithLoopKeepsP does) and pins
+// it; a PacketServer pins the reader of socket i the same way (with
+// WithCPUSteering, socket i gets the datagrams CPU i received). epoll loops
+// wait in Go's poller, on no thread of their own, and are not pinned; the
+// SQPOLL kernel threads are pinned by WithSQPollCPU. Each CPU must be one
+// this process may run on.
+func WithLoopCPUs(cpus ...int) Option {
+	return func(c *config) {
+		if len(cpus) == 0 || len(cpus) > 1024 {
+			c.fail("WithLoopCPUs(%v): want 1 to 1024 CPUs", cpus)
+			return
+		}
+		allowed := allowedCPUs()
+		parts := make([]string, len(cpus))
+		for i, cpu := range cpus {
+			if cpu < 0 || (allowed != nil && !allowed(cpu)) {
+				c.fail("WithLoopCPUs(%v): CPU %d is not one this process may run on", cpus, cpu)
+				return
+			}
+			parts[i] = strconv.Itoa(cpu)
+		}
+		c.ring.cpus = strings.Join(parts, ",")
+	}
+}
+
+// loopCPUs returns WithLoopCPUs' list, or nil.
+func (c *config) loopCPUs() []int { return parseCPUList(c.ring.cpus) }
+
+func parseCPUList(s string) []int {
+	if s == "" {
+		return nil
+	}
+	var cpus []int
+	for _, f := range strings.Split(s, ",") {
+		n, _ := strconv.Atoi(f)
+		cpus = append(cpus, n)
+	}
+	return cpus
 }
 
 // WithCompletionBatch makes an io_uring loop that has nothing to do sleep

@@ -97,6 +97,7 @@ type PacketServer struct {
 const psDepth = 4
 
 // NewPacketServer makes a server for h. Options: WithInlineHandler,
+// WithLoopCPUs (pins the reader of socket i to CPU i mod n),
 // WithPacketBatch, and for the sockets ListenAndServe opens WithReusePort,
 // WithCPUSteering, WithGRO and WithoutGSO; also
 // WithEngine, WithLogger.
@@ -152,10 +153,10 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 		}
 		return ErrServerClosed
 	}
-	for _, c := range conns {
+	for i, c := range conns {
 		s.conns[c] = struct{}{}
 		s.readers.Add(1)
-		go s.read(c)
+		go s.read(c, i)
 	}
 	s.mu.Unlock()
 	<-s.done
@@ -183,9 +184,15 @@ func (sb *serveBatch) run() {
 	sb.s.busy.Done()
 }
 
-// read is the loop of one socket.
-func (s *PacketServer) read(c *PacketConn) {
+// read is the loop of socket i of those Serve got; with WithLoopCPUs its
+// thread is pinned.
+func (s *PacketServer) read(c *PacketConn, i int) {
 	defer s.readers.Done()
+	if cpus := s.cfg.loopCPUs(); len(cpus) > 0 {
+		if err := pinThread(cpus[i%len(cpus)]); err != nil {
+			s.cfg.logger.Warn("ringpoll: reading unpinned", "local", c.LocalAddr(), "err", err)
+		}
+	}
 	depth := psDepth
 	if s.cfg.inline {
 		depth = 1

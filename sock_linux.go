@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -116,4 +117,27 @@ func sockaddrToAddr(sa unix.Sockaddr, network string) net.Addr {
 		return &net.UnixAddr{Net: network}
 	}
 	return &net.TCPAddr{}
+}
+
+// allowedCPUs reports which CPUs this process may run on
+// (sched_getaffinity), or nil if it cannot tell.
+func allowedCPUs() func(int) bool {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	return func(cpu int) bool { return cpu < 1024 && set.IsSet(cpu) }
+}
+
+// pinThread locks the calling goroutine to its thread and that thread to
+// cpu. The thread keeps the mask: the caller never unlocks it, so the
+// runtime ends the thread with the goroutine.
+func pinThread(cpu int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("ringpoll: pinning a thread to CPU %d: %w", cpu, os.NewSyscallError("sched_setaffinity", err))
+	}
+	return nil
 }

@@ -25,3 +25,5 @@ func acceptSocket(int, string) (int, net.Addr, error) { return -1, nil, errors.E
 func peerAddr(int, string) net.Addr { return nil }
 
 func localAddr(int, string) net.Addr { return nil }
+
+func allowedCPUs() func(int) bool { return nil }

@@ -61,6 +61,9 @@ type Tuning struct {
 	// SQThreadIdle is how long an SQPOLL thread spins before sleeping
 	// (uring-sqpoll; default 10 ms).
 	SQThreadIdle time.Duration
+	// CPUs, if set, locks each loop to a thread pinned to a CPU: loop i to
+	// CPUs[i mod len(CPUs)].
+	CPUs []int
 	// SQThreadCPU is 1 + the CPU to pin the SQPOLL thread to
 	// (uring-sqpoll; 0: not pinned).
 	SQThreadCPU int
@@ -126,8 +129,11 @@ func New(m Mode, n int, t Tuning) (*Engine, error) {
 		return nil, fmt.Errorf("uring: %d buffers: want a power of two up to 32768", t.Buffers)
 	}
 	e := &Engine{mode: m}
-	for range n {
+	for i := range n {
 		l := newLoop(m, t)
+		if len(t.CPUs) > 0 {
+			l.cpu = 1 + t.CPUs[i%len(t.CPUs)]
+		}
 		started := make(chan error, 1)
 		go l.run(started)
 		if err := <-started; err != nil {

@@ -3,6 +3,7 @@
 package uringp
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
@@ -43,11 +44,14 @@ type loop struct {
 	stats  poll.Stats
 
 	// locked: the loop keeps its thread and sleeps in io_uring_enter
-	// (uring-sqpoll, KeepP, a completion batch, or input paused by cancel
-	// on kernels without a recv byte limit, whose cancels a parked ring
-	// loses too often: cancel.go); otherwise it parks in Go's poller
-	// (park.go).
+	// (uring-sqpoll, KeepP, a completion batch, pinned CPUs, or input
+	// paused by cancel on kernels without a recv byte limit, whose cancels
+	// a parked ring loses too often: cancel.go); otherwise it parks in
+	// Go's poller (park.go).
 	locked bool
+	// cpu is 1 + the CPU the locked thread is pinned to (Tuning.CPUs); 0:
+	// not pinned.
+	cpu    int
 	parker *parker // !locked
 	// tid is the thread the loop was last seen on; thread counts the
 	// changes (wrapping) and settled the looks since the last (park.go).
@@ -105,7 +109,7 @@ func newLoop(m Mode, t Tuning) *loop {
 	return &loop{
 		mode:        m,
 		tuning:      t,
-		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit,
+		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0,
 		evfd:        -1,
 		draining:    map[*conn]time.Time{},
 		noRecvLimit: t.NoRecvLimit,
@@ -119,6 +123,14 @@ func newLoop(m Mode, t Tuning) *loop {
 func (l *loop) run(started chan<- error) {
 	if l.locked {
 		runtime.LockOSThread()
+	}
+	if l.cpu > 0 {
+		var set unix.CPUSet
+		set.Set(l.cpu - 1)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			started <- fmt.Errorf("uring: pinning loop to CPU %d: %w", l.cpu-1, os.NewSyscallError("sched_setaffinity", err))
+			return
+		}
 	}
 	if err := l.setup(); err != nil {
 		l.teardownRing()
