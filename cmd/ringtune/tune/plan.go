@@ -249,6 +249,7 @@ func planLoops(r *Rates) []Finding {
 		Source: srcTunedLat + " (isolate the application from interrupt work); " + srcScaling + " (IRQ affinity)",
 		Commands: []string{
 			fmt.Sprintf("taskset -a -cp %s PID", cpuList(free)),
+			fmt.Sprintf("or in the program: ringpoll.WithLoopCPUs(%s)", joinInts(free)),
 		},
 	}}
 }
@@ -315,4 +316,12 @@ func RenderPlan(w io.Writer, fs []Finding) {
 			fmt.Fprintf(w, "     %s\n", c)
 		}
 	}
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ", ")
 }

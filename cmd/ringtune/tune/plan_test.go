@@ -133,7 +133,7 @@ func TestPlanLoops(t *testing.T) {
 	r.Now.Tasks = []Task{{TID: 1, CPU: 0}}
 	r.CPUs[0].NICIRQs, r.CPUs[0].NetRx, r.CPUs[0].ProcessCPU = 5000, 20000, 0.8
 	f := findRule(t, Plan(r), "loops")
-	if !strings.Contains(f.Advice, "CPUs 1-3") || f.Commands[0] != "taskset -a -cp 1-3 PID" {
+	if !strings.Contains(f.Advice, "CPUs 1-3") || f.Commands[0] != "taskset -a -cp 1-3 PID" || f.Commands[1] != "or in the program: ringpoll.WithLoopCPUs(1, 2, 3)" {
 		t.Errorf("%+v", f)
 	}
 	r.CPUs[0].ProcessCPU, r.CPUs[2].ProcessCPU = 0, 0.8
