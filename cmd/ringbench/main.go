@@ -111,6 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpFlows := fs.Int("udp-flows", 8, "with -udp: sending sockets (with -udp-rate: clients)")
 	udpRate := fs.Float64("udp-rate", 0, "with -udp: request/response instead of one way, DNS-like: -udp-flows clients each awaiting its echo, this many requests/s offered over all")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
+	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
 	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -201,6 +202,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if uc.flows < 1 || uc.flows > 1024 {
 			return bad(fmt.Errorf("-udp-flows %d: want 1 to 1024", uc.flows))
+		}
+		uc.rpsCPUs = uc.serverCPUs
+		if *rpsCPUs != "" {
+			if uc.rpsCPUs, err = parseCPUs(*rpsCPUs); err != nil {
+				return bad(fmt.Errorf("-rps-cpus: %w", err))
+			}
 		}
 		if *udpRate < 0 {
 			return bad(fmt.Errorf("-udp-rate %v: want 0 (one way) or a rate", *udpRate))

@@ -76,6 +76,7 @@ type udpConfig struct {
 	warmup, duration      time.Duration
 	serverCPUs, loadCPUs  cpuSet
 	rps                   bool
+	rpsCPUs               cpuSet // where RPS sends lo's receive work
 	rr                    bool    // request/response instead of one way
 	rate                  float64 // with rr: offered requests/s
 	src, out, commandLine string
@@ -155,7 +156,7 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 		}
 	}
 	if cfg.rps && !cfg.rr {
-		restore, err := steerLoopback(cfg.serverCPUs)
+		restore, err := steerLoopback(cfg.rpsCPUs)
 		if err != nil {
 			return 1, fmt.Errorf("-rps: %w (run as root, or give -rps=false)", err)
 		}
@@ -474,8 +475,12 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 			cfg.flows, cfg.rate, cfg.loadCPUs, cfg.serverCPUs, cfg.repeats)
 	} else {
 		fmt.Fprintf(w, "\n## UDP, one way (%s)\n\n", cfg.commandLine)
-		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS to the server CPUs: %v. %d repeats, medians, min-max in brackets.\n\n",
-			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, cfg.rps, cfg.repeats)
+		steer := "off (the receive softirqs run on the sender's CPUs)"
+		if cfg.rps {
+			steer = "to CPUs " + cfg.rpsCPUs.String()
+		}
+		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS %s; the busy figure counts the server CPUs only. %d repeats, medians, min-max in brackets.\n\n",
+			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, steer, cfg.repeats)
 	}
 	for _, size := range cfg.sizes {
 		fmt.Fprintf(w, "### %d-byte datagrams\n\n", size)
