@@ -76,7 +76,7 @@ type udpConfig struct {
 	warmup, duration      time.Duration
 	serverCPUs, loadCPUs  cpuSet
 	rps                   bool
-	rpsCPUs               cpuSet // where RPS sends lo's receive work
+	rpsCPUs               cpuSet  // where RPS sends lo's receive work
 	rr                    bool    // request/response instead of one way
 	rate                  float64 // with rr: offered requests/s
 	src, out, commandLine string
