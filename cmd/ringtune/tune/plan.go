@@ -137,6 +137,17 @@ func planQueues(r *Rates) []Finding {
 	var fs []Finding
 	n := cpuCount(r)
 	for _, nic := range physical(r) {
+		if e := nic.Ethtool; e != nil && e.MaxCombined > e.Combined && int(e.Combined) < n {
+			to := min(int(e.MaxCombined), n)
+			fs = append(fs, Finding{
+				Rule:     "queues",
+				Seen:     fmt.Sprintf("%s uses %d combined channel(s) of the %d its driver offers, for %d CPUs", nic.Name, e.Combined, e.MaxCombined, n),
+				Advice:   fmt.Sprintf("use %d, so that the NIC spreads flows over that many CPUs' interrupts itself (RSS)", to),
+				Source:   srcScaling + " (RSS: one receive queue per CPU, or as many as the device has)",
+				Commands: []string{fmt.Sprintf("ethtool -L %s combined %d", nic.Name, to)},
+			})
+			continue
+		}
 		if len(nic.RX) <= n || n == 0 {
 			continue
 		}

@@ -147,3 +147,17 @@ func TestCPUList(t *testing.T) {
 		t.Errorf("cpuList = %q", got)
 	}
 }
+
+// TestPlanChannels: a driver offering more channels than in use, with CPUs
+// to spare, is told to use them.
+func TestPlanChannels(t *testing.T) {
+	nic := NIC{Name: "eth0", IRQs: []string{"40"}, RX: []Queue{{Name: "rx-0", RPSCPUs: "f"}}, Ethtool: &Ethtool{Combined: 1, MaxCombined: 8}}
+	f := findRule(t, Plan(synthetic(4, nic, map[string]string{})), "queues")
+	if !slices.Equal(f.Commands, []string{"ethtool -L eth0 combined 4"}) {
+		t.Errorf("%+v", f)
+	}
+	nic.Ethtool.Combined = 4
+	if slices.Contains(rules(Plan(synthetic(4, nic, map[string]string{}))), "queues") {
+		t.Error("queues advised with one channel per CPU")
+	}
+}

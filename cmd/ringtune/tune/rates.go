@@ -148,6 +148,10 @@ func (r *Rates) Render(w io.Writer, pid int) {
 			dev = " (" + n.Device + ")"
 		}
 		fmt.Fprintf(w, "%s%s: %d rx, %d tx queues\n", n.Name, dev, len(n.RX), len(n.TX))
+		if e := n.Ethtool; e != nil {
+			fmt.Fprintf(w, "  channels: combined %d of %d, rx %d of %d, tx %d of %d; rings rx %d of %d, tx %d of %d; rx coalescing %d µs / %d frames, adaptive %v\n",
+				e.Combined, e.MaxCombined, e.RX, e.MaxRX, e.TX, e.MaxTX, e.RingRX, e.MaxRingRX, e.RingTX, e.MaxRingTX, e.RxUsecs, e.RxFrames, e.AdaptiveRX)
+		}
 		for _, q := range n.RX {
 			fmt.Fprintf(w, "  %s rps_cpus %s rps_flow_cnt %s\n", q.Name, orUnknown(q.RPSCPUs), orUnknown(q.RPSFlowCnt))
 		}

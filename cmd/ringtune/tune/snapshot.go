@@ -6,8 +6,11 @@
 // never an error.
 //
 // /proc/softirqs, /proc/net/softnet_stat and /proc/interrupts are parsed
-// by github.com/prometheus/procfs; the sysfs files of the NICs' queues and
-// /proc/irq/N/smp_affinity_list, which it does not cover, by hand.
+// by github.com/prometheus/procfs; the driver's channels, rings and
+// coalescing come from github.com/safchain/ethtool (ioctls; the netlink
+// library github.com/mdlayher/ethtool has none of the three); the sysfs
+// files of the NICs' queues and /proc/irq/N/smp_affinity_list, which
+// neither covers, are read by hand.
 package tune
 
 import (
@@ -78,6 +81,9 @@ type NIC struct {
 	TX     []Queue `json:"tx"`
 	// IRQs are the numbers of its interrupts.
 	IRQs []string `json:"irqs,omitempty"`
+	// Ethtool is what its driver says (nil: unknown; read on the live
+	// root only).
+	Ethtool *Ethtool `json:"ethtool,omitempty"`
 }
 
 // Queue is one of a NIC's queues, with its receive packet steering.
@@ -138,6 +144,18 @@ func Read(root string, pid int) *Snapshot {
 	}
 	s.readNICs(root, miss)
 	s.readIRQs(fs, root, miss)
+	if filepath.Clean(root) == "/" {
+		for i := range s.NICs {
+			if len(s.NICs[i].IRQs) == 0 {
+				continue // loopback and virtual devices have no channels
+			}
+			if info, err := readEthtool(s.NICs[i].Name); err == nil {
+				s.NICs[i].Ethtool = info
+			} else {
+				miss("ethtool "+s.NICs[i].Name, err)
+			}
+		}
+	}
 	for _, name := range sysctlNames {
 		b, err := os.ReadFile(filepath.Join(root, "proc", "sys", strings.ReplaceAll(name, ".", "/")))
 		if err != nil {
