@@ -50,6 +50,8 @@ func TestPlanFixtures(t *testing.T) {
 		{"single-queue virtio, 2 CPUs", "../testdata/virtio-2cpu", "", []string{"rps", "buffers"}},
 		{"4 queues, 8 CPUs, irqbalance", "../testdata/mq-8cpu", "", []string{"rps", "buffers", "irqbalance"}},
 		{"squeezes and drops, a softnet counter wrapping", "../testdata/squeeze-2cpu/before", "../testdata/squeeze-2cpu/after", []string{"rps", "budget", "backlog", "buffers"}},
+		{"16 queues, 4 CPUs, mlx5-style interrupt names", "../testdata/mq-16q-4cpu", "", []string{"queues"}},
+		{"single-queue virtio with RPS already set", "../testdata/virtio-2cpu-rps", "", []string{"rfs", "buffers"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := Plan(fixtureRates(t, tc.root, tc.then))
