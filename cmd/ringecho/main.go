@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,6 +70,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	reply := fs.Bool("reply", false, "UDP: send each datagram back to its sender (else only count them)")
 	gro := fs.Bool("gro", false, "UDP: let the kernel coalesce datagrams (ringpoll.WithGRO)")
 	sockets := fs.Int("sockets", 1, "UDP: SO_REUSEPORT sockets on the address, each read by its own goroutine")
+	loopCPUs := fs.String("loop-cpus", "", "pin the loops' threads (io_uring) or the UDP readers to these CPUs, e.g. 0,1 (ringpoll.WithLoopCPUs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,9 +78,21 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var placement []ringpoll.Option
+	if *loopCPUs != "" {
+		var cpus []int
+		for _, f := range strings.Split(*loopCPUs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("-loop-cpus %q: want CPU numbers separated by commas", *loopCPUs)
+			}
+			cpus = append(cpus, n)
+		}
+		placement = append(placement, ringpoll.WithLoopCPUs(cpus...))
+	}
 	if strings.HasPrefix(*network, "udp") {
 		s := &udpServer{network: *network, addr: *addr, api: *api, engine: engine, reply: *reply, gro: *gro,
-			sockets: *sockets, statsFile: *statsFile, log: slog.New(slog.NewTextHandler(logw, nil))}
+			sockets: *sockets, statsFile: *statsFile, log: slog.New(slog.NewTextHandler(logw, nil)), placement: placement}
 		return s.run(ready)
 	}
 	if *api != "handler" && *api != "inline" && *api != "conn" {
@@ -88,7 +102,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 		return fmt.Errorf("-proto %q: want echo or rpc", *proto)
 	}
 	log := slog.New(slog.NewTextHandler(logw, nil))
-	opts := []ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}
+	opts := append([]ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}, placement...)
 	if *loops != 0 {
 		opts = append(opts, ringpoll.WithLoops(*loops))
 	}

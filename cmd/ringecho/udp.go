@@ -27,6 +27,7 @@ type udpServer struct {
 	sockets            int
 	statsFile          string
 	log                *slog.Logger
+	placement          []ringpoll.Option // -loop-cpus
 	packets            atomic.Uint64
 }
 
@@ -54,7 +55,7 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 	var local net.Addr
 	switch s.api {
 	case "inline", "handler":
-		opts := []ringpoll.Option{ringpoll.WithEngine(s.engine), ringpoll.WithLogger(s.log)}
+		opts := append([]ringpoll.Option{ringpoll.WithEngine(s.engine), ringpoll.WithLogger(s.log)}, s.placement...)
 		if s.sockets > 1 {
 			opts = append(opts, ringpoll.WithReusePort(s.sockets))
 		}
