@@ -139,7 +139,10 @@ func TestRingechoBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-engine", "kqueue"},
 		{"-api", "both"},
-		{"-network", "udp"},
+		{"-network", "sctp"},
+		{"-network", "udp", "-api", "conn"},
+		{"-network", "udp", "-api", "std", "-gro"},
+		{"-loop-cpus", "first"},
 		{"-loops", "-3"},
 		{"-proto", "http"},
 	} {
