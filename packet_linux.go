@@ -36,6 +36,7 @@ type PacketConn struct {
 	connected bool
 	max       int // largest payload a datagram carries
 	sends     sync.Pool
+	recvs     sync.Pool
 	gso       bool // WriteBatch may send runs as one UDP_SEGMENT message
 	gro       bool // the kernel may coalesce datagrams (UDP_GRO)
 
@@ -153,6 +154,7 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 	}
 	c.max = maxPayload(c.family == unix.AF_INET6)
 	c.sends.New = func() any { return newSendOp() }
+	c.recvs.New = func() any { return newRecvOp() }
 	return c, nil
 }
 
@@ -163,12 +165,65 @@ func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 	if c.gro {
 		return c.readCoalesced(b)
 	}
-	n, _, flags, addr, err := c.uc.ReadMsgUDPAddrPort(b, nil)
-	if err == nil && flags&unix.MSG_TRUNC != 0 {
-		c.truncated.Add(1)
-		err = c.opError("read", addr, ErrTruncated)
+	o := c.recvs.Get().(*recvOp)
+	defer c.recvs.Put(o)
+	o.buf = b
+	err := c.raw.Read(o.recvFn)
+	o.buf = nil
+	if err != nil {
+		return 0, netip.AddrPort{}, c.rawError("read", err)
 	}
-	return n, addr, err
+	addr := mmsg.DecodeAddr(&o.from, o.fromLen)
+	if o.err != nil {
+		return 0, addr, c.opError("read", addr, os.NewSyscallError("recvfrom", o.err))
+	}
+	if o.n > len(b) {
+		c.truncated.Add(1)
+		return len(b), addr, c.opError("read", addr, ErrTruncated)
+	}
+	return o.n, addr, nil
+}
+
+// recvOp is one single-datagram read: recvfrom(2) with MSG_TRUNC, which
+// returns the datagram's whole length, so a cut one is seen (std's
+// ReadFromUDPAddrPort does not ask, and ReadMsgUDPAddrPort's recvmsg costs
+// more). Pooled per PacketConn, with its callback bound once.
+type recvOp struct {
+	buf     []byte
+	n       int
+	from    unix.RawSockaddrInet6
+	fromLen uint32
+	err     error
+	recvFn  func(uintptr) bool
+}
+
+func newRecvOp() *recvOp {
+	o := &recvOp{}
+	o.recvFn = o.recv
+	return o
+}
+
+func (o *recvOp) recv(fd uintptr) bool {
+	var p unsafe.Pointer
+	if len(o.buf) > 0 {
+		p = unsafe.Pointer(&o.buf[0])
+	}
+	for {
+		o.fromLen = unix.SizeofSockaddrInet6
+		r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(p), uintptr(len(o.buf)), unix.MSG_TRUNC,
+			uintptr(unsafe.Pointer(&o.from)), uintptr(unsafe.Pointer(&o.fromLen)))
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		case 0:
+			o.n, o.err = int(r), nil
+		default:
+			o.n, o.err, o.fromLen = 0, e, 0
+		}
+		return true
+	}
 }
 
 // readCoalesced is ReadFromAddrPort on a GRO socket, where one receive may

@@ -187,6 +187,15 @@ func (h *Headers) Send(fd, from, n int) (int, error) {
 	return int(r), nil
 }
 
+// DecodeAddr reads a socket address of n bytes that recvfrom(2) wrote;
+// the zero AddrPort if there was none.
+func DecodeAddr(sa *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
+	if n == 0 {
+		return netip.AddrPort{}
+	}
+	return decode(sa)
+}
+
 // decode reads an AF_INET or AF_INET6 socket address.
 func decode(sa *unix.RawSockaddrInet6) netip.AddrPort {
 	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
