@@ -6,7 +6,9 @@
 // once at start too, which tells ringbench it is ready. SIGTERM or SIGINT
 // ends it.
 //
-//   cc -O2 -o udp_recv udp_recv.c && ./udp_recv [-r] PORT STATS
+// -b BYTES sets the socket's receive buffer (SO_RCVBUF).
+//
+//   cc -O2 -o udp_recv udp_recv.c && ./udp_recv [-r] [-b BYTES] PORT STATS
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -36,13 +38,17 @@ static int write_stats(const char *path, unsigned long long seq, unsigned long l
 }
 
 int main(int argc, char **argv) {
-	int reply = 0, a = 1;
-	if (argc > 1 && strcmp(argv[1], "-r") == 0) {
-		reply = 1;
-		a++;
+	int reply = 0, rcvbuf = 0, a = 1;
+	for (; a < argc && argv[a][0] == '-'; a++) {
+		if (strcmp(argv[a], "-r") == 0)
+			reply = 1;
+		else if (strcmp(argv[a], "-b") == 0 && a + 1 < argc)
+			rcvbuf = atoi(argv[++a]);
+		else
+			break;
 	}
 	if (argc - a != 2) {
-		fprintf(stderr, "usage: udp_recv [-r] PORT STATS\n");
+		fprintf(stderr, "usage: udp_recv [-r] [-b BYTES] PORT STATS\n");
 		return 2;
 	}
 	int port = atoi(argv[a]);
@@ -58,6 +64,10 @@ int main(int argc, char **argv) {
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd < 0) {
 		perror("socket");
+		return 1;
+	}
+	if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) < 0) {
+		perror("setsockopt SO_RCVBUF");
 		return 1;
 	}
 	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

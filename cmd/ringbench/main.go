@@ -109,6 +109,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpServersFlag := fs.String("udp-servers", defaultUDPServers, "with -udp: servers, comma-separated")
 	udpSizes := fs.String("udp-sizes", defaultUDPSizes, "with -udp: datagram sizes in bytes, comma-separated")
 	udpFlows := fs.Int("udp-flows", 8, "with -udp: sending sockets (with -udp-rate: clients)")
+	udpOffered := fs.String("udp-offered", defaultUDPOffered, "with -udp one way: offered datagrams per second, comma-separated (0: unpaced, which livelocks a server sharing its CPU with the softirqs)")
+	udpRcvbuf := fs.Int("udp-rcvbuf", 4<<20, "with -udp: every server's socket receive buffer (SO_RCVBUF; the kernel caps it at net.core.rmem_max)")
 	udpRate := fs.Float64("udp-rate", 0, "with -udp: request/response instead of one way, DNS-like: -udp-flows clients each awaiting its echo, this many requests/s offered over all")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
@@ -195,13 +197,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *udp {
 		uc := udpConfig{flows: *udpFlows, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 			serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, rps: *rps, src: cfg.src, out: cfg.out,
-			rr: *udpRate > 0, rate: *udpRate,
+			rr: *udpRate > 0, rate: *udpRate, rcvbuf: *udpRcvbuf,
 			commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
 		if uc.servers, uc.sizes, err = parseUDP(*udpServersFlag, *udpSizes); err != nil {
 			return bad(err)
 		}
 		if uc.flows < 1 || uc.flows > 1024 {
 			return bad(fmt.Errorf("-udp-flows %d: want 1 to 1024", uc.flows))
+		}
+		if uc.offered, err = parseRates(*udpOffered); err != nil {
+			return bad(fmt.Errorf("-udp-offered: %w", err))
 		}
 		uc.rpsCPUs = uc.serverCPUs
 		if *rpsCPUs != "" {

@@ -34,29 +34,30 @@ import (
 
 // udpServers are the UDP servers ringbench knows: argv builders given the
 // binaries, port, stats file and whether to answer each datagram.
-var udpServers = map[string]func(b bins, port int, stats string, reply bool) []string{
+var udpServers = map[string]func(b bins, port int, stats string, reply bool, rcvbuf int) []string{
 	"ringpoll":     ringechoUDP("-api", "inline"),
 	"ringpoll-gro": ringechoUDP("-api", "inline", "-gro"),
 	"std":          ringechoUDP("-api", "std"),
 	"xnet":         ringechoUDP("-api", "xnet"),
-	"gnet": func(b bins, port int, stats string, reply bool) []string {
+	"gnet": func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
 		proto := "udp"
 		if reply {
 			proto = "udp-reply"
 		}
-		return []string{b.peerecho, "-impl", "gnet", "-proto", proto, "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats}
+		return []string{b.peerecho, "-impl", "gnet", "-proto", proto, "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats, "-rcvbuf", fmt.Sprint(rcvbuf)}
 	},
-	"c-recvmmsg": func(b bins, port int, stats string, reply bool) []string {
+	"c-recvmmsg": func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
+		argv := []string{b.cUDP, "-b", fmt.Sprint(rcvbuf)}
 		if reply {
-			return []string{b.cUDP, "-r", fmt.Sprint(port), stats}
+			argv = append(argv, "-r")
 		}
-		return []string{b.cUDP, fmt.Sprint(port), stats}
+		return append(argv, fmt.Sprint(port), stats)
 	},
 }
 
-func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool) []string {
-	return func(b bins, port int, stats string, reply bool) []string {
-		argv := append([]string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats}, args...)
+func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
+	return func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
+		argv := append([]string{b.ringecho, "-network", "udp4", "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats, "-rcvbuf", fmt.Sprint(rcvbuf)}, args...)
 		if reply {
 			argv = append(argv, "-reply")
 		}
@@ -65,6 +66,7 @@ func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool
 }
 
 const (
+	defaultUDPOffered = "600000,1200000"
 	defaultUDPServers = "ringpoll,ringpoll-gro,std,xnet,gnet,c-recvmmsg"
 	defaultUDPSizes   = "32,1200"
 )
@@ -76,9 +78,11 @@ type udpConfig struct {
 	warmup, duration      time.Duration
 	serverCPUs, loadCPUs  cpuSet
 	rps                   bool
-	rpsCPUs               cpuSet  // where RPS sends lo's receive work
-	rr                    bool    // request/response instead of one way
-	rate                  float64 // with rr: offered requests/s
+	rpsCPUs               cpuSet    // where RPS sends lo's receive work
+	offered               []float64 // one way: offered datagrams/s; 0: unpaced
+	rcvbuf                int       // each server socket's SO_RCVBUF
+	rr                    bool      // request/response instead of one way
+	rate                  float64   // with rr: offered requests/s
 	src, out, commandLine string
 	stdout, stderr        io.Writer
 	bins                  bins
@@ -88,6 +92,7 @@ type udpConfig struct {
 type udpRun struct {
 	Server  string  `json:"server"`
 	Size    int     `json:"size"`
+	Offered float64 `json:"offered_rate"`
 	Repeat  int     `json:"repeat"`
 	Window  float64 `json:"window_s"`
 	RecvPPS float64 `json:"recv_pps"`
@@ -173,30 +178,36 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	defer jf.Close()
 	var runs []udpRun
 	failed := false
+	offered := cfg.offered
+	if cfg.rr || len(offered) == 0 {
+		offered = []float64{cfg.rate}
+	}
 	for rep := range cfg.repeats {
 		for _, size := range cfg.sizes {
-			order := slices.Clone(cfg.servers)
-			k := rep % len(order)
-			order = append(order[k:], order[:k]...)
-			for _, srv := range order {
-				if ctx.Err() != nil {
-					return 1, ctx.Err()
-				}
-				r := udpOnce(ctx, cfg, srv, size, rep, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%d", srv, size, rep)))
-				if r.Err != "" {
-					failed = true
-					fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", srv, size, rep, r.Err)
-				}
-				if cfg.rr {
-					fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req lost %d\n",
-						srv, size, rep, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, r.Lost)
-				} else {
-					fmt.Fprintf(cfg.stderr, "udp %-13s %5d B rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
-						srv, size, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
-				}
-				runs = append(runs, r)
-				if err := writeJSONLine(jf, r); err != nil {
-					return 1, err
+			for _, rate := range offered {
+				order := slices.Clone(cfg.servers)
+				k := rep % len(order)
+				order = append(order[k:], order[:k]...)
+				for _, srv := range order {
+					if ctx.Err() != nil {
+						return 1, ctx.Err()
+					}
+					r := udpOnce(ctx, cfg, srv, size, rate, rep, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%.0f-%d", srv, size, rate, rep)))
+					if r.Err != "" {
+						failed = true
+						fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", srv, size, rep, r.Err)
+					}
+					if cfg.rr {
+						fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req lost %d\n",
+							srv, size, rep, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, r.Lost)
+					} else {
+						fmt.Fprintf(cfg.stderr, "udp %-13s %5d B offered %8.0f rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
+							srv, size, rate, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
+					}
+					runs = append(runs, r)
+					if err := writeJSONLine(jf, r); err != nil {
+						return 1, err
+					}
 				}
 			}
 		}
@@ -204,13 +215,15 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	var md bytes.Buffer
 	writeUDPReport(&md, cfg, runs)
 	for _, size := range cfg.sizes {
-		var svg bytes.Buffer
-		writeUDPChart(&svg, cfg, runs, size)
-		chart := fmt.Sprintf("%s-%d.svg", name, size)
-		if err := os.WriteFile(filepath.Join(cfg.out, chart), svg.Bytes(), 0o644); err != nil {
-			return 1, err
+		for _, rate := range offered {
+			var svg bytes.Buffer
+			writeUDPChart(&svg, cfg, runs, size, rate)
+			chart := fmt.Sprintf("%s-%d-%.0f.svg", name, size, rate)
+			if err := os.WriteFile(filepath.Join(cfg.out, chart), svg.Bytes(), 0o644); err != nil {
+				return 1, err
+			}
+			fmt.Fprintf(&md, "![%s, %d-byte datagrams, %s](%s)\n\n", name, size, offeredText(rate), chart)
 		}
-		fmt.Fprintf(&md, "![%s, %d-byte datagrams](%s)\n\n", name, size, chart)
 	}
 	io.Copy(cfg.stdout, bytes.NewReader(md.Bytes()))
 	if err := os.WriteFile(filepath.Join(cfg.out, name+".md"), md.Bytes(), 0o644); err != nil {
@@ -234,8 +247,8 @@ func cCompile(ctx context.Context, src, out string) error {
 }
 
 // udpOnce runs one server under the load and measures it.
-func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logBase string) udpRun {
-	r := udpRun{Server: srv, Size: size, Repeat: rep, Mode: "oneway"}
+func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate float64, rep int, logBase string) udpRun {
+	r := udpRun{Server: srv, Size: size, Offered: rate, Repeat: rep, Mode: "oneway"}
 	if cfg.rr {
 		r.Mode = "rr"
 	}
@@ -249,7 +262,7 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logB
 	}
 	stats := logBase + ".stats"
 	os.Remove(stats)
-	argv := udpServers[srv](cfg.bins, port, stats, cfg.rr)
+	argv := udpServers[srv](cfg.bins, port, stats, cfg.rr, cfg.rcvbuf)
 	lf, err := os.Create(logBase + ".log")
 	if err != nil {
 		return fail(err)
@@ -279,9 +292,9 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size, rep int, logB
 	largv := []string{"-proto", "udp", "-addr", fmt.Sprint("127.0.0.1:", port),
 		"-conns", fmt.Sprint(cfg.flows), "-size", fmt.Sprint(size),
 		"-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(), "-json"}
+	largv = append(largv, "-rate", fmt.Sprint(rate))
 	if cfg.rr {
 		largv[1] = "udp-rr"
-		largv = append(largv, "-rate", fmt.Sprint(cfg.rate))
 	}
 	load := exec.Command(cfg.bins.ringload, largv...)
 	load.Stdout, load.Stderr = &out, lf
@@ -479,63 +492,81 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 		if cfg.rps {
 			steer = "to CPUs " + cfg.rpsCPUs.String()
 		}
-		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS %s; the busy figure counts the server CPUs only. %d repeats, medians, min-max in brackets.\n\n",
-			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, steer, cfg.repeats)
+		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS %s; the busy figure counts the server CPUs only; server sockets' SO_RCVBUF %d. %d repeats, medians, min-max in brackets.\n\n",
+			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, steer, cfg.rcvbuf, cfg.repeats)
+	}
+	offered := cfg.offered
+	if cfg.rr || len(offered) == 0 {
+		offered = []float64{cfg.rate}
 	}
 	for _, size := range cfg.sizes {
-		fmt.Fprintf(w, "### %d-byte datagrams\n\n", size)
-		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-		per := func(srv string) []udpRun {
-			var rs []udpRun
-			for _, r := range runs {
-				if r.Server == srv && r.Size == size && r.Err == "" {
-					rs = append(rs, r)
+		for _, rate := range offered {
+			if cfg.rr {
+				fmt.Fprintf(w, "### %d-byte datagrams\n\n", size)
+			} else {
+				fmt.Fprintf(w, "### %d-byte datagrams, %s\n\n", size, offeredText(rate))
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+			per := func(srv string) []udpRun {
+				var rs []udpRun
+				for _, r := range runs {
+					if r.Server == srv && r.Size == size && (cfg.rr || r.Offered == rate) && r.Err == "" {
+						rs = append(rs, r)
+					}
 				}
+				return rs
 			}
-			return rs
-		}
-		f := func(rs []udpRun, get func(udpRun) float64, prec int) string {
-			xs := valuesOf(rs, get)
-			return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
-		}
-		key := func(r udpRun) float64 { return r.PerCPU }
-		if cfg.rr {
-			key = func(r udpRun) float64 { return r.CPUusReq }
-			fmt.Fprintln(tw, "| server\t requests/s\t p99 µs\t p99.9 µs\t server CPUs busy\t CPU-µs per request\t vs std\t lost\t")
-		} else {
-			fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t vs std\t drops/s\t")
-		}
-		if cfg.rr {
-			fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
-		} else {
-			fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t")
-		}
-		stdKey := medianOf(per("std"), key)
-		for _, srv := range cfg.servers {
-			rs := per(srv)
-			if len(rs) == 0 {
-				fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t%s\n", srv, map[bool]string{true: "\t"}[cfg.rr])
-				continue
+			f := func(rs []udpRun, get func(udpRun) float64, prec int) string {
+				xs := valuesOf(rs, get)
+				return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
 			}
-			vs := "-"
-			if stdKey > 0 {
-				vs = fmt.Sprintf("%.2f", medianOf(rs, key)/stdKey)
+			key := func(r udpRun) float64 { return r.PerCPU }
+			if cfg.rr {
+				key = func(r udpRun) float64 { return r.CPUusReq }
+				fmt.Fprintln(tw, "| server\t requests/s\t p99 µs\t p99.9 µs\t server CPUs busy\t CPU-µs per request\t vs std\t lost\t")
+			} else {
+				fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t vs std\t drops/s\t")
 			}
 			if cfg.rr {
-				fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
-					f(rs, func(r udpRun) float64 { return r.ReqPerS }, 0), f(rs, func(r udpRun) float64 { return r.P99us }, 0),
-					f(rs, func(r udpRun) float64 { return r.P999us }, 0), f(rs, func(r udpRun) float64 { return r.Busy }, 2),
-					f(rs, key, 2), vs, f(rs, func(r udpRun) float64 { return float64(r.Lost) }, 0))
-				continue
+				fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
+			} else {
+				fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t")
 			}
-			fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
-				f(rs, func(r udpRun) float64 { return r.RecvPPS }, 0), f(rs, func(r udpRun) float64 { return r.SentPPS }, 0),
-				f(rs, func(r udpRun) float64 { return r.Busy }, 2), f(rs, key, 0),
-				vs, f(rs, func(r udpRun) float64 { return r.DropPPS }, 0))
+			stdKey := medianOf(per("std"), key)
+			for _, srv := range cfg.servers {
+				rs := per(srv)
+				if len(rs) == 0 {
+					fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t%s\n", srv, map[bool]string{true: "\t"}[cfg.rr])
+					continue
+				}
+				vs := "-"
+				if stdKey > 0 {
+					vs = fmt.Sprintf("%.2f", medianOf(rs, key)/stdKey)
+				}
+				if cfg.rr {
+					fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
+						f(rs, func(r udpRun) float64 { return r.ReqPerS }, 0), f(rs, func(r udpRun) float64 { return r.P99us }, 0),
+						f(rs, func(r udpRun) float64 { return r.P999us }, 0), f(rs, func(r udpRun) float64 { return r.Busy }, 2),
+						f(rs, key, 2), vs, f(rs, func(r udpRun) float64 { return float64(r.Lost) }, 0))
+					continue
+				}
+				fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
+					f(rs, func(r udpRun) float64 { return r.RecvPPS }, 0), f(rs, func(r udpRun) float64 { return r.SentPPS }, 0),
+					f(rs, func(r udpRun) float64 { return r.Busy }, 2), f(rs, key, 0),
+					vs, f(rs, func(r udpRun) float64 { return r.DropPPS }, 0))
+			}
+			tw.Flush()
+			fmt.Fprintln(w)
 		}
-		tw.Flush()
-		fmt.Fprintln(w)
 	}
+}
+
+// offeredText names an offered rate.
+func offeredText(rate float64) string {
+	if rate == 0 {
+		return "unpaced"
+	}
+	return fmt.Sprintf("%.0f/s offered", rate)
 }
 
 func valuesOf(rs []udpRun, get func(udpRun) float64) []float64 {
@@ -557,7 +588,7 @@ func medianOf(rs []udpRun, get func(udpRun) float64) float64 {
 // scenario's key figure (datagrams per busy CPU-second one way, busy
 // CPU-µs per request for request/response) for one datagram size, with
 // the repeats' range as a whisker.
-func writeUDPChart(w io.Writer, cfg udpConfig, runs []udpRun, size int) {
+func writeUDPChart(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate float64) {
 	type bar struct {
 		name        string
 		med, lo, hi float64
@@ -571,7 +602,7 @@ func writeUDPChart(w io.Writer, cfg udpConfig, runs []udpRun, size int) {
 	for _, srv := range cfg.servers {
 		var xs []float64
 		for _, r := range runs {
-			if r.Server == srv && r.Size == size && r.Err == "" {
+			if r.Server == srv && r.Size == size && (cfg.rr || r.Offered == rate) && r.Err == "" {
 				xs = append(xs, key(r))
 			}
 		}
@@ -585,7 +616,11 @@ func writeUDPChart(w io.Writer, cfg udpConfig, runs []udpRun, size int) {
 	const width, rowH, left, right = 720, 28, 120, 90
 	height := 50 + rowH*len(bars)
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	fmt.Fprintf(w, `<text x="10" y="18" font-size="13">%d-byte datagrams: %s</text>`+"\n", size, unit)
+	title := fmt.Sprintf("%d-byte datagrams, %s", size, offeredText(rate))
+	if cfg.rr {
+		title = fmt.Sprintf("%d-byte requests, %.0f/s", size, rate)
+	}
+	fmt.Fprintf(w, `<text x="10" y="18" font-size="13">%s: %s</text>`+"\n", title, unit)
 	if top <= 0 {
 		top = 1
 	}
@@ -616,4 +651,20 @@ func udpFigure(v float64) string {
 		return fmt.Sprintf("%.3gk", v/1e3)
 	}
 	return fmt.Sprintf("%.3g", v)
+}
+
+// parseRates reads a comma-separated list of rates per second.
+func parseRates(s string) ([]float64, error) {
+	var rs []float64
+	for _, f := range splitList(s) {
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r < 0 {
+			return nil, fmt.Errorf("%q: want a rate per second, 0 or more", f)
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) == 0 {
+		return nil, errors.New("no rate")
+	}
+	return rs, nil
 }

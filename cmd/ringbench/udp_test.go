@@ -50,7 +50,7 @@ func TestUDPChart(t *testing.T) {
 		{Server: "std", Size: 32, PerCPU: 1e6}, {Server: "xnet", Size: 32, Err: "boom"},
 	}
 	var b bytes.Buffer
-	writeUDPChart(&b, cfg, runs, 32)
+	writeUDPChart(&b, cfg, runs, 32, 0)
 	out := b.String()
 	if strings.Count(out, "<rect") != 2 || !strings.Contains(out, ">2.1M<") || !strings.Contains(out, ">1M<") || strings.Contains(out, "xnet") {
 		t.Errorf("chart:\n%s", out)

@@ -70,6 +70,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	reply := fs.Bool("reply", false, "UDP: send each datagram back to its sender (else only count them)")
 	gro := fs.Bool("gro", false, "UDP: let the kernel coalesce datagrams (ringpoll.WithGRO)")
 	sockets := fs.Int("sockets", 1, "UDP: SO_REUSEPORT sockets on the address, each read by its own goroutine")
+	rcvbuf := fs.Int("rcvbuf", 0, "UDP: each socket's receive buffer in bytes (SO_RCVBUF, capped by net.core.rmem_max; 0: the kernel's default)")
 	loopCPUs := fs.String("loop-cpus", "", "pin the loops' threads (io_uring) or the UDP readers to these CPUs, e.g. 0,1 (ringpoll.WithLoopCPUs)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,7 +93,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	}
 	if strings.HasPrefix(*network, "udp") {
 		s := &udpServer{network: *network, addr: *addr, api: *api, engine: engine, reply: *reply, gro: *gro,
-			sockets: *sockets, statsFile: *statsFile, log: slog.New(slog.NewTextHandler(logw, nil)), placement: placement}
+			sockets: *sockets, statsFile: *statsFile, log: slog.New(slog.NewTextHandler(logw, nil)), placement: placement, rcvbuf: *rcvbuf}
 		return s.run(ready)
 	}
 	if *api != "handler" && *api != "inline" && *api != "conn" {

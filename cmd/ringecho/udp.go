@@ -28,6 +28,7 @@ type udpServer struct {
 	statsFile          string
 	log                *slog.Logger
 	placement          []ringpoll.Option // -loop-cpus
+	rcvbuf             int
 	packets            atomic.Uint64
 }
 
@@ -66,6 +67,11 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 		if err != nil {
 			return err
 		}
+		for _, c := range conns {
+			if err := setRcvbuf(c, s.rcvbuf); err != nil {
+				return err
+			}
+		}
 		if s.api == "inline" {
 			opts = append(opts, ringpoll.WithInlineHandler())
 		}
@@ -87,6 +93,9 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 			return err
 		}
 		uc := pc.(*net.UDPConn)
+		if err := setRcvbuf(uc, s.rcvbuf); err != nil {
+			return err
+		}
 		local = uc.LocalAddr()
 		serve = func() error { return s.serveStd(uc) }
 		closeAll = func() { uc.Close() }
@@ -191,4 +200,11 @@ func (s *udpServer) dumpOnSignal() func() {
 		signal.Stop(sig)
 		close(done)
 	}
+}
+
+func setRcvbuf(c interface{ SetReadBuffer(int) error }, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return c.SetReadBuffer(n)
 }

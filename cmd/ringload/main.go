@@ -181,11 +181,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	if *proto == "udp" {
-		if *conns < 1 || *conns > 1024 || *size < 1 || *size > 65507 {
-			fmt.Fprintf(stderr, "ringload: -proto udp: -conns %d, -size %d: want 1 to 1024 flows of 1 to 65507 bytes\n", *conns, *size)
+		if *conns < 1 || *conns > 1024 || *size < 1 || *size > 65507 || *rate < 0 {
+			fmt.Fprintf(stderr, "ringload: -proto udp: -conns %d, -size %d, -rate %v: want 1 to 1024 flows of 1 to 65507 bytes, a rate of 0 (unpaced) or more\n", *conns, *size, *rate)
 			return 2
 		}
-		res, err := udpLoad(ctx, *addr, *conns, *size, *gso, *warmup, *duration)
+		res, err := udpLoad(ctx, *addr, *conns, *size, *gso, *rate, *warmup, *duration)
 		if err == nil {
 			err = res.write(stdout, *asJSON)
 		}

@@ -25,6 +25,7 @@ type udpResult struct {
 	Flows    int     `json:"flows"`
 	Size     int     `json:"size"`
 	GSO      bool    `json:"gso"`
+	Offered  float64 `json:"offered_rate"` // -rate; 0: as fast as the sockets take them
 	Window   float64 `json:"window_s"`
 	Sent     uint64  `json:"sent"`
 	SentPPS  float64 `json:"sent_pps"`
@@ -35,11 +36,19 @@ type udpResult struct {
 // udpLoad sends datagrams of size bytes to addr, one way, from flows
 // sockets (each its own source port, so a SO_REUSEPORT group's hash can
 // spread them), each on a goroutine of its own, 64 per sendmmsg and cut by
-// the kernel (GSO) unless gso is off, as fast as the sockets take them,
-// for warmup and then duration. Each datagram starts with its flow and
-// sequence number.
-func udpLoad(ctx context.Context, addr string, flows, size int, gso bool, warmup, duration time.Duration) (udpResult, error) {
-	res := udpResult{Flows: flows, Size: size, GSO: gso}
+// the kernel (GSO) unless gso is off, for warmup and then duration: as
+// fast as the sockets take them, or at rate datagrams per second over
+// all flows (each flow sends its batches on a fixed schedule; one that
+// falls behind catches up by at most one batch, then skips). Each
+// datagram starts with its flow number.
+//
+// Unpaced, a sender using GSO offers tens of millions of small datagrams
+// a second: a receiver whose CPU also runs the receive softirqs then
+// spends it all in the softirqs dropping them, and reads next to nothing
+// (receive livelock). A rate a little above what the server takes
+// measures the server instead.
+func udpLoad(ctx context.Context, addr string, flows, size int, gso bool, rate float64, warmup, duration time.Duration) (udpResult, error) {
+	res := udpResult{Flows: flows, Size: size, GSO: gso, Offered: rate}
 	to, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return res, fmt.Errorf("-addr %q: %w", addr, err)
@@ -69,9 +78,23 @@ func udpLoad(ctx context.Context, addr string, flows, size int, gso bool, warmup
 				out[i] = ringpoll.Packet{Data: make([]byte, size), Addr: to}
 				out[i].Data[0] = byte(f)
 			}
+			var interval time.Duration
+			if rate > 0 {
+				interval = time.Duration(float64(len(out)*flows) / rate * float64(time.Second))
+			}
+			next := time.Now().Add(interval * time.Duration(f) / time.Duration(flows))
 			for seq := uint64(0); ctx.Err() == nil; seq++ {
-				if seq%64 == 0 && time.Now().After(stopAt) {
+				now := time.Now()
+				if now.After(stopAt) {
 					return
+				}
+				if interval > 0 {
+					if d := next.Sub(now); d > 0 {
+						time.Sleep(d)
+					} else if -d > interval {
+						next = now // behind by more than a batch: skip
+					}
+					next = next.Add(interval)
 				}
 				n, err := c.WriteBatch(out)
 				if measuring.Load() {
@@ -110,8 +133,8 @@ func (r udpResult) write(w io.Writer, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(r)
 	}
-	_, err := fmt.Fprintf(w, "udp: %d flows of %d-byte datagrams (gso=%v): sent %d in %.2fs = %.0f/s; errors %d %s\n",
-		r.Flows, r.Size, r.GSO, r.Sent, r.Window, r.SentPPS, r.Errors, r.FirstErr)
+	_, err := fmt.Fprintf(w, "udp: %d flows of %d-byte datagrams (gso=%v, offered %.0f/s, 0: unpaced): sent %d in %.2fs = %.0f/s; errors %d %s\n",
+		r.Flows, r.Size, r.GSO, r.Offered, r.Sent, r.Window, r.SentPPS, r.Errors, r.FirstErr)
 	return err
 }
 

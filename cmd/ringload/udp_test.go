@@ -35,7 +35,7 @@ func TestUDPLoad(t *testing.T) {
 			}
 		}
 	}()
-	res, err := udpLoad(context.Background(), rc.LocalAddr().String(), 3, 100, true, 50*time.Millisecond, 200*time.Millisecond)
+	res, err := udpLoad(context.Background(), rc.LocalAddr().String(), 3, 100, true, 0, 50*time.Millisecond, 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,5 +88,24 @@ func TestUDPRR(t *testing.T) {
 		if res.Requests == 0 || res.Errors != 0 || res.P99us <= 0 || res.P50us > res.P99us {
 			t.Errorf("result %+v", res)
 		}
+	}
+}
+
+// TestUDPLoadPaced: with a rate, the load offers about that many
+// datagrams a second, not more.
+func TestUDPLoadPaced(t *testing.T) {
+	rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	res, err := udpLoad(context.Background(), rc.LocalAddr().String(), 2, 64, true, 20000, 50*time.Millisecond, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schedule bounds it from above (one batch of catch-up per flow);
+	// a slow machine may send less.
+	if max := 20000*res.Window + 2*64 + 2*64; float64(res.Sent) > max || res.Sent == 0 {
+		t.Errorf("sent %d in %.2fs at 20000/s offered (at most %.0f)", res.Sent, res.Window, max)
 	}
 }

@@ -35,7 +35,11 @@ type gnetUDP struct {
 func startGnetUDP(cfg config) (*gnetUDP, error) {
 	s := &gnetUDP{reply: cfg.proto == protoUDPReply, stats: cfg.statsFile, booted: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		s.err = gnet.Run(s, "udp://"+cfg.addr, gnet.WithNumEventLoop(1), gnet.WithLogger(gnetLogger{}))
+		opts := []gnet.Option{gnet.WithNumEventLoop(1), gnet.WithLogger(gnetLogger{})}
+		if cfg.rcvbuf > 0 {
+			opts = append(opts, gnet.WithSocketRecvBuffer(cfg.rcvbuf))
+		}
+		s.err = gnet.Run(s, "udp://"+cfg.addr, opts...)
 		close(s.done)
 	}()
 	select {

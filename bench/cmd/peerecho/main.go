@@ -79,6 +79,8 @@ type config struct {
 	loops int    // pollers / event loops; 0 keeps the library default
 	// statsFile, for the UDP protocols, gets the datagrams counted.
 	statsFile string
+	// rcvbuf, for the UDP protocols, is the socket's receive buffer.
+	rcvbuf int
 }
 
 // errFlagReported marks a flag error that the flag package has already
@@ -149,6 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.proto, "proto", "", "protocol: echo (raw echo) or rpc (length-prefixed frames) (required)")
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7000", "TCP `host:port` to listen on (port 0 picks a free port)")
 	fs.IntVar(&cfg.loops, "loops", 0, "netpoll pollers or gnet event loops; 0 keeps the library default")
+	fs.IntVar(&cfg.rcvbuf, "rcvbuf", 0, "with -proto udp or udp-reply: the socket's receive buffer in bytes (0: the kernel's default)")
 	fs.StringVar(&cfg.statsFile, "stats-file", "", "with -proto udp or udp-reply: write {\"seq\":N,\"packets\":P} here at start and on SIGUSR1")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
