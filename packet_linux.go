@@ -396,6 +396,7 @@ type Batch struct {
 	pkts []Packet
 
 	got    int
+	dirty  int // headers [0, dirty) need setting up again
 	err    error
 	recvFn func(uintptr) bool
 }
@@ -419,6 +420,7 @@ func NewBatch(count, size int) (*Batch, error) {
 	}
 	b := &Batch{h: mmsg.NewHeaders(count, 1), mem: make([]byte, count*size), size: size, pkts: make([]Packet, count)}
 	b.recvFn = b.recv
+	b.dirty = count
 	return b, nil
 }
 
@@ -448,15 +450,20 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 	if c.gro && b.size < MaxPacketSize {
 		return nil, c.opError("read", netip.AddrPort{}, errGROBatch)
 	}
-	for i := range b.h.Cap() {
+	// Only the headers of messages received last time changed (the
+	// kernel writes the length, address and control lengths and flags
+	// of those it fills): a read that gets one datagram sets up one.
+	for i := range b.dirty {
 		b.h.PrepareRecv(i, b.mem[i*b.size:(i+1)*b.size])
 	}
+	b.dirty = b.h.Cap() // until a read says which it filled
 	if err := c.raw.Read(b.recvFn); err != nil {
 		return nil, c.rawError("read", err)
 	}
 	if b.err != nil {
 		return nil, c.opError("read", netip.AddrPort{}, os.NewSyscallError("recvmmsg", b.err))
 	}
+	b.dirty = b.got
 	ps := b.pkts[:0]
 	var cut uint64
 	for i := range b.got {
