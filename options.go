@@ -267,10 +267,11 @@ func WithSQPollCPU(cpu int) Option {
 // taking the network's interrupts and softirqs: `ringtune plan` says which.
 // An io_uring loop then locks its thread (as WithLoopKeepsP does) and pins
 // it; a PacketServer pins the reader of socket i the same way (with
-// WithCPUSteering, socket i gets the datagrams CPU i received). epoll loops
-// wait in Go's poller, on no thread of their own, and are not pinned; the
-// SQPOLL kernel threads are pinned by WithSQPollCPU. Each CPU must be one
-// this process may run on.
+// WithCPUSteering, socket i gets the datagrams CPU i received). A
+// uring-sqpoll loop's kernel SQ thread goes to its loop's CPU, unless
+// WithSQPollCPU puts all of them elsewhere. epoll loops wait in Go's poller,
+// on no thread of their own, and are not pinned. Each CPU must be one this
+// process may run on.
 func WithLoopCPUs(cpus ...int) Option {
 	return func(c *config) {
 		if len(cpus) == 0 || len(cpus) > 1024 {

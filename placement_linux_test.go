@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -114,5 +117,42 @@ func TestLoopCPUsInvalid(t *testing.T) {
 		if _, err := Listen("tcp", "127.0.0.1:0", WithLoopCPUs(cpus...)); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("WithLoopCPUs(%v): %v, want ErrInvalidOption", cpus, err)
 		}
+	}
+}
+
+// TestLoopCPUsPinsSQThread: a uring-sqpoll loop's kernel SQ thread goes to
+// its loop's CPU: the kernel creates it with the mask of the thread that
+// sets the ring up, which the loop pinned first.
+func TestLoopCPUsPinsSQThread(t *testing.T) {
+	needUring(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs to tell pinned from not")
+	}
+	cpu := runtime.NumCPU() - 1
+	ln := listen(t, EngineUringSQPoll, "tcp", WithLoops(1), WithLoopCPUs(cpu))
+	c := tsDialStd(t, "tcp", ln.Addr().String())
+	tsServeEcho(t, ln, "handler")
+	if err := tsEchoOnce(c, "wake the SQ thread"); err != nil {
+		t.Fatal(err)
+	}
+	var lists []string
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, e := range tasks {
+		comm, err := os.ReadFile("/proc/self/task/" + e.Name() + "/comm")
+		if err != nil || !strings.HasPrefix(string(comm), "iou-sqp") {
+			continue
+		}
+		status, err := os.ReadFile("/proc/self/task/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				lists = append(lists, strings.TrimSpace(v))
+			}
+		}
+	}
+	if !slices.Contains(lists, fmt.Sprint(cpu)) {
+		t.Errorf("SQ threads may run on %q; none on CPU %d alone", lists, cpu)
 	}
 }

@@ -163,3 +163,13 @@ func TestPlanChannels(t *testing.T) {
 		t.Error("queues advised with one channel per CPU")
 	}
 }
+
+func TestPlanBuffers(t *testing.T) {
+	f := findRule(t, Plan(fixtureRates(t, "../testdata/mq-8cpu", "")), "buffers")
+	if !slices.Equal(f.Commands, []string{"sysctl -w net.core.rmem_max=16777216", "sysctl -w net.core.wmem_max=16777216"}) || !strings.Contains(f.Source, "tuned") {
+		t.Errorf("%+v", f)
+	}
+	if slices.Contains(rules(Plan(fixtureRates(t, "../testdata/mq-16q-4cpu", ""))), "buffers") {
+		t.Error("buffers advised where rmem_max and wmem_max are 16 MiB already")
+	}
+}

@@ -62,7 +62,9 @@ type Tuning struct {
 	// (uring-sqpoll; default 10 ms).
 	SQThreadIdle time.Duration
 	// CPUs, if set, locks each loop to a thread pinned to a CPU: loop i to
-	// CPUs[i mod len(CPUs)].
+	// CPUs[i mod len(CPUs)]. The thread is pinned before it sets up the
+	// ring, so an SQPOLL thread, which the kernel creates with its
+	// creator's mask, runs there too unless SQThreadCPU moves it.
 	CPUs []int
 	// SQThreadCPU is 1 + the CPU to pin the SQPOLL thread to
 	// (uring-sqpoll; 0: not pinned).
