@@ -25,22 +25,26 @@ type server struct {
 	// (ringpoll.WithLoopKeepsP) and GOMAXPROCS=2, so its loop may keep
 	// its P while the other is left for the rest of the server.
 	keepP bool
+	// pinned: one named ENGINE-pinned gets -loop-cpus with the server
+	// CPUs (ringpoll.WithLoopCPUs): its loops lock a thread each, pinned.
+	pinned bool
 }
 
 // servers are every server ringbench knows, in report order.
 var servers = []server{
-	{"uring", "ringpoll", false, false},
-	{"uring-inline", "ringpoll", true, false},
-	{"uring-inline-keep", "ringpoll", true, true},
-	{"uring-hybrid", "ringpoll", false, false},
-	{"uring-reactor", "ringpoll", false, false},
-	{"uring-sqpoll", "ringpoll", false, false},
-	{"epoll", "ringpoll", false, false},
-	{"epoll-inline", "ringpoll", true, false},
-	{"std", "std", false, false},
-	{"netpoll", "peer", false, false},
-	{"gnet", "peer", false, false},
-	{"c-liburing", "c", false, false},
+	{name: "uring", kind: "ringpoll"},
+	{name: "uring-inline", kind: "ringpoll", inline: true},
+	{name: "uring-inline-keep", kind: "ringpoll", inline: true, keepP: true},
+	{name: "uring-pinned", kind: "ringpoll", pinned: true},
+	{name: "uring-hybrid", kind: "ringpoll"},
+	{name: "uring-reactor", kind: "ringpoll"},
+	{name: "uring-sqpoll", kind: "ringpoll"},
+	{name: "epoll", kind: "ringpoll"},
+	{name: "epoll-inline", kind: "ringpoll", inline: true},
+	{name: "std", kind: "std"},
+	{name: "netpoll", kind: "peer"},
+	{name: "gnet", kind: "peer"},
+	{name: "c-liburing", kind: "c"},
 }
 
 func lookupServer(name string) (server, bool) {
@@ -60,7 +64,7 @@ const (
 	defaultConns   = "10,100,1000"
 	defaultLoads   = "echo:1024:pp:max,echo:1024:pp:40000"
 
-	fullServers = "uring,uring-inline,uring-inline-keep,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet,c-liburing"
+	fullServers = "uring,uring-inline,uring-inline-keep,uring-pinned,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet,c-liburing"
 	fullConns   = "10,50,100,200,300,400,500,1000"
 	fullLoads   = "echo:1024:pp:max,echo:1024:pp:40000,echo:512:pp:max,echo:1024:p16:max,rpc:1024:pp:40000"
 )

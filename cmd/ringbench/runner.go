@@ -56,11 +56,14 @@ type runner struct {
 func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []string {
 	switch srv.kind {
 	case "ringpoll":
-		engine, api := srv.name, "handler"
+		engine, api := strings.TrimSuffix(srv.name, "-pinned"), "handler"
 		if srv.inline {
 			engine, api = strings.TrimSuffix(strings.TrimSuffix(srv.name, "-keep"), "-inline"), "inline"
 		}
 		argv := []string{r.bins.ringecho, "-addr", addr, "-engine", engine, "-api", api, "-proto", scenario, "-stats-file", statsFile}
+		if srv.pinned {
+			argv = append(argv, "-loop-cpus", cpuListArg(r.cfg.serverCPUs))
+		}
 		if srv.keepP {
 			// env(1) execs ringecho, so the PID stays the server's.
 			argv = append([]string{"env", "GOMAXPROCS=2"}, append(argv, "-keep-p", "-loops", "1")...)
@@ -231,4 +234,13 @@ func decode(run benchfmt.Run) (loadResult, bool) {
 		return lr, false
 	}
 	return lr, true
+}
+
+// cpuListArg writes CPUs as ringecho's -loop-cpus takes them: 0,1,2.
+func cpuListArg(cpus cpuSet) string {
+	parts := make([]string, len(cpus))
+	for i, c := range cpus {
+		parts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(parts, ",")
 }
