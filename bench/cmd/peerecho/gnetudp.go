@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -23,7 +24,9 @@ type gnetUDP struct {
 	reply   bool
 	stats   string
 	packets atomic.Uint64
+	mu      sync.Mutex // dumps
 	seq     uint64
+	stop    sync.Once
 	eng     gnet.Engine
 	addr    net.Addr
 	booted  chan struct{}
@@ -55,10 +58,11 @@ func startGnetUDP(cfg config) (*gnetUDP, error) {
 			s.Stop(context.Background())
 			return nil, err
 		}
-		s.stopSig = make(chan os.Signal, 1)
-		signal.Notify(s.stopSig, syscall.SIGUSR1)
+		sig := make(chan os.Signal, 1)
+		s.stopSig = sig
+		signal.Notify(sig, syscall.SIGUSR1)
 		go func() {
-			for range s.stopSig {
+			for range sig {
 				s.dump()
 			}
 		}()
@@ -67,6 +71,8 @@ func startGnetUDP(cfg config) (*gnetUDP, error) {
 }
 
 func (s *gnetUDP) dump() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.seq++
 	tmp := s.stats + ".tmp"
 	if err := os.WriteFile(tmp, fmt.Appendf(nil, `{"seq":%d,"packets":%d}`, s.seq, s.packets.Load()), 0o644); err != nil {
@@ -111,10 +117,11 @@ func (s *gnetUDP) Done() <-chan struct{} { return s.done }
 func (s *gnetUDP) Err() error            { return s.err }
 
 func (s *gnetUDP) Stop(ctx context.Context) error {
-	if s.stopSig != nil {
-		signal.Stop(s.stopSig)
-		close(s.stopSig)
-		s.stopSig = nil
-	}
+	s.stop.Do(func() {
+		if s.stopSig != nil {
+			signal.Stop(s.stopSig)
+			close(s.stopSig)
+		}
+	})
 	return s.eng.Stop(ctx)
 }
