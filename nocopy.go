@@ -67,6 +67,26 @@ func (r *Reader) ReadBinary(n int) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
+// ReadString returns a copy of the next n bytes as a string and consumes
+// them, as netpoll's Reader.ReadString does.
+func (r *Reader) ReadString(n int) (string, error) {
+	b, err := r.Next(n)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// ReadByte returns the next byte and consumes it (io.ByteReader); at the
+// end of the input it returns io.EOF.
+func (r *Reader) ReadByte() (byte, error) {
+	b, err := r.Next(1)
+	if err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
+
 // Release frees the input consumed so far, so its memory can be reused and
 // the connection may read more. Slices returned before become invalid.
 func (r *Reader) Release() error {
@@ -128,6 +148,14 @@ func (w *Writer) WriteBinary(b []byte) (int, error) {
 func (w *Writer) WriteString(s string) (int, error) {
 	w.pending().Append([]byte(s))
 	return len(s), nil
+}
+
+// WriteByte appends one byte to the output (io.ByteWriter).
+func (w *Writer) WriteByte(c byte) error {
+	p := w.pending().WriteSpace(1)
+	p[0] = c
+	w.buf.Commit(1)
+	return nil
 }
 
 // MallocLen returns the number of bytes written since the last Flush.
