@@ -346,10 +346,8 @@ var keepPByDefault bool
 // waking handler goroutines costs it no thread switch (docs/ARCHITECTURE.md).
 // A locked loop pays a thread hand-off whenever it sleeps giving its P up;
 // keeping the P avoids that, at the price of a P no other goroutine can use
-// while the loop sleeps. It was the fastest inline server before the loops
-// parked by default; on the 2026-11-25 measurements it is slower than the
-// default (docs/BENCHMARKS.md), and it stays for programs that measured
-// otherwise. Stopping the world for a garbage collection still wakes a
+// while the loop sleeps. It measures slower than the default
+// (docs/BENCHMARKS.md), and stays for programs that measure otherwise. Stopping the world for a garbage collection still wakes a
 // loop asleep on its P. Epoll and uring-sqpoll ignore it.
 func WithLoopKeepsP() Option {
 	return func(c *config) { c.ring.keepP = true }

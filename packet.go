@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
-	"time"
 )
 
 // Packet is one datagram in a batch.
@@ -98,9 +97,6 @@ func checkPacketNetwork(network string) error {
 	}
 	return net.UnknownNetworkError(network + " (ringpoll's datagrams are udp, udp4 and udp6; for streams use Listen or Dial)")
 }
-
-// aLongTimeAgo is a deadline that has passed, to unblock readers.
-var aLongTimeAgo = time.Unix(1, 0)
 
 // WithReusePort opens n sockets on one UDP address with SO_REUSEPORT, each
 // read by its own goroutine, where a PacketServer listens

@@ -280,7 +280,7 @@ func TestPacketConnConcurrent(t *testing.T) {
 		dst.SetReadDeadline(time.Now().Add(tsTimeout))
 		done := make(chan struct{})
 		var once sync.Once
-		finish := func() { once.Do(func() { close(done); dst.SetReadDeadline(aLongTimeAgo) }) }
+		finish := func() { once.Do(func() { close(done); dst.SetReadDeadline(time.Unix(1, 0)) }) }
 		var rg sync.WaitGroup
 		rg.Go(func() {
 			buf := make([]byte, 64)

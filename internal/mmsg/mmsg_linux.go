@@ -27,7 +27,6 @@ type Headers struct {
 	k     int
 	names []unix.RawSockaddrInet6
 	ctl   []byte
-	sizes []int // each message's received length, MSG_TRUNC included
 }
 
 // ctlSpace is each message's control buffer: room for one UDP_GRO or
@@ -43,7 +42,6 @@ func NewHeaders(n, k int) *Headers {
 		k:     k,
 		names: make([]unix.RawSockaddrInet6, n),
 		ctl:   make([]byte, n*ctlSpace),
-		sizes: make([]int, n),
 	}
 	for i := range h.hdrs {
 		m := &h.hdrs[i].Hdr
@@ -100,15 +98,12 @@ func (h *Headers) Recv(fd, n int) (int, error) {
 	if e != 0 {
 		return 0, e
 	}
-	for i := range int(r) {
-		h.sizes[i] = int(h.hdrs[i].Len)
-	}
 	return int(r), nil
 }
 
 // Size is the length of datagram i as it was sent; more than the buffer
 // when it was truncated.
-func (h *Headers) Size(i int) int { return h.sizes[i] }
+func (h *Headers) Size(i int) int { return int(h.hdrs[i].Len) }
 
 // Truncated reports whether datagram i was longer than its buffer.
 func (h *Headers) Truncated(i int) bool { return h.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 }

@@ -69,7 +69,7 @@ func Compute(a, b *Snapshot) *Rates {
 	for i := range n {
 		c := CPURate{CPU: i, NetRx: per(a.NetRx, b.NetRx, i), NetTx: per(a.NetTx, b.NetTx, i),
 			Processed: -1, Dropped: -1, Squeezed: -1, RPSIn: -1, Backlog: -1}
-		if sa, sb, ok := softnetOf(a, i), softnetOf(b, i), true; sa != nil && sb != nil && ok {
+		if sa, sb := softnetOf(a, i), softnetOf(b, i); sa != nil && sb != nil {
 			c.Processed, c.Dropped = per32(sa.Processed, sb.Processed), per32(sa.Dropped, sb.Dropped)
 			c.Squeezed, c.RPSIn = per32(sa.TimeSqueezed, sb.TimeSqueezed), per32(sa.ReceivedRPS, sb.ReceivedRPS)
 			c.Backlog = sb.Backlog
