@@ -301,8 +301,7 @@ func TestLeakChecksCatchLeaks(t *testing.T) {
 	rfd, wfd := sysFD(t, r), sysFD(t, w)
 	// As many leaked goroutines as the baseline counted: however many of
 	// the others (clients of earlier tests, still returning) end
-	// meanwhile, the count ends above the baseline (seen once in CI with
-	// one leaked goroutine: 4 -> 4).
+	// meanwhile, the count ends above the baseline.
 	stop := make(chan struct{})
 	var dones []chan struct{}
 	for range max(1, base.goroutines) {
