@@ -81,12 +81,19 @@ type PacketStats struct {
 	// GRO reports whether the kernel coalesces datagrams for this socket
 	// (WithGRO, where the kernel has UDP_GRO).
 	GRO bool
+	// Ring reports whether a PacketServer reads this socket through an
+	// io_uring multishot RECVMSG (the uring engines), and RingDry counts
+	// the times that request ran out of buffers, every one held by
+	// batches being handled, and was armed again once some came back:
+	// often means handlers hold batches long.
+	Ring    bool
+	RingDry uint64
 }
 
 // String formats the counters on one line.
 func (s PacketStats) String() string {
-	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d gso_sends=%d gso_fallbacks=%d gro=%v",
-		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets, s.GSOSends, s.GSOFallbacks, s.GRO)
+	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d gso_sends=%d gso_fallbacks=%d gro=%v ring=%v ring_dry=%d",
+		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets, s.GSOSends, s.GSOFallbacks, s.GRO, s.Ring, s.RingDry)
 }
 
 // checkPacketNetwork accepts the UDP networks.

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/mmsg"
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,6 +43,8 @@ type PacketConn struct {
 
 	noGSOMu sync.Mutex
 	noGSO   map[netip.AddrPort]struct{} // destinations that refused GSO
+
+	ring atomic.Pointer[uringp.PacketRing] // a PacketServer's reader, on the uring engines
 
 	groMu   sync.Mutex // single reads on a GRO socket, through groRead
 	groRead *Batch
@@ -342,6 +345,9 @@ func (c *PacketConn) Stats() PacketStats {
 		GSOFallbacks: c.gsoFallbacks.Load(),
 		GRO:          c.gro,
 	}
+	if r := c.ring.Load(); r != nil {
+		s.Ring, s.RingDry = true, r.NoBuffers.Load()
+	}
 	c.raw.Control(func(fd uintptr) { s.Drops = socketDrops(int(fd)) })
 	return s
 }
@@ -469,25 +475,17 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 	for i := range b.got {
 		mem := b.mem[i*b.size : (i+1)*b.size]
 		p := Packet{Addr: b.h.Addr(i), Size: b.h.Size(i), Truncated: b.h.Truncated(i)}
+		seg := 0
 		if p.Truncated {
 			cut++
 			p.Data = mem
-			ps = append(ps, p)
-			continue
-		}
-		seg := 0
-		if c.gro {
-			seg = b.h.Segment(i)
-		}
-		if seg <= 0 || seg >= p.Size {
+		} else {
 			p.Data = mem[:p.Size:p.Size]
-			ps = append(ps, p)
-			continue
+			if c.gro {
+				seg = b.h.Segment(i)
+			}
 		}
-		for off := 0; off < p.Size; off += seg {
-			end := min(off+seg, p.Size)
-			ps = append(ps, Packet{Data: mem[off:end:end], Addr: p.Addr, Size: end - off})
-		}
+		ps = appendDatagram(ps, p, seg)
 	}
 	if cap(ps) > cap(b.pkts) {
 		b.pkts = ps // grown once, for coalesced datagrams
@@ -498,6 +496,19 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 		c.truncated.Add(cut)
 	}
 	return ps, nil
+}
+
+// appendDatagram appends p to ps, cut into datagrams of seg bytes if the
+// kernel coalesced several (UDP_GRO; seg 0: it did not).
+func appendDatagram(ps []Packet, p Packet, seg int) []Packet {
+	if p.Truncated || seg <= 0 || seg >= p.Size {
+		return append(ps, p)
+	}
+	for off := 0; off < p.Size; off += seg {
+		end := min(off+seg, p.Size)
+		ps = append(ps, Packet{Data: p.Data[off:end:end], Addr: p.Addr, Size: end - off})
+	}
+	return ps
 }
 
 var errGROBatch = errors.New("ringpoll: a PacketConn with WithGRO receives up to 64 KiB at once: read it with a Batch of MaxPacketSize slots")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/gopool"
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,12 +82,14 @@ func (w *PacketWriter) Flush() error {
 // once), or on the reader itself with WithInlineHandler, which costs no
 // goroutine switch but reads nothing while the handler runs.
 type PacketServer struct {
-	h    PacketHandler
-	cfg  *config
-	pool *gopool.Pool
+	h      PacketHandler
+	cfg    *config
+	engine Engine // resolved
+	pool   *gopool.Pool
 
 	mu      sync.Mutex
 	conns   map[*PacketConn]struct{}
+	rings   []*uringp.PacketRing // readers to stop with the sockets
 	closed  bool
 	readers sync.WaitGroup
 	busy    sync.WaitGroup // batches being handled
@@ -109,13 +112,14 @@ func NewPacketServer(h PacketHandler, opts ...Option) (*PacketServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cfg.engine.resolve(cfg.logger); err != nil {
+	e, err := cfg.engine.resolve(cfg.logger)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.batch[0] == 0 {
 		cfg.batch = [2]int{DefaultBatchPackets, DefaultPacketSize}
 	}
-	s := &PacketServer{h: h, cfg: cfg, conns: map[*PacketConn]struct{}{}, done: make(chan struct{})}
+	s := &PacketServer{h: h, cfg: cfg, engine: e, conns: map[*PacketConn]struct{}{}, done: make(chan struct{})}
 	if !cfg.inline {
 		s.pool = gopool.New(time.Second)
 	}
@@ -163,10 +167,14 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 	return ErrServerClosed
 }
 
-// serveBatch is one batch's memory and the writer of its replies.
+// serveBatch is one batch's memory and the writer of its replies: a
+// Batch, or on a PacketRing the datagrams it handed out.
 type serveBatch struct {
 	s     *PacketServer
 	b     *Batch
+	ring  *uringp.PacketRing
+	ds    []uringp.Datagram // ring: received, their buffers held
+	got   int
 	w     PacketWriter
 	in    []Packet
 	free  chan *serveBatch
@@ -178,14 +186,31 @@ func (sb *serveBatch) run() {
 	if err := sb.w.Flush(); err != nil {
 		sb.w.log(err)
 	}
-	sb.in = nil
-	sb.b.Release()
+	sb.release()
 	sb.free <- sb
 	sb.s.busy.Done()
 }
 
+// release ends the use of the batch's datagrams.
+func (sb *serveBatch) release() {
+	if sb.ring == nil {
+		sb.in = nil
+		sb.b.Release()
+		return
+	}
+	clear(sb.in)
+	sb.in = sb.in[:0]
+	for _, d := range sb.ds[:sb.got] {
+		sb.ring.Give(d.Bid)
+	}
+	clear(sb.ds[:sb.got])
+	sb.got = 0
+}
+
 // read is the loop of socket i of those Serve got; with WithLoopCPUs its
-// thread is pinned.
+// thread is pinned. On the uring engines it reads through a PacketRing
+// (multishot RECVMSG); where one cannot be set up, and on the others, with
+// recvmmsg(2) through ReadBatch.
 func (s *PacketServer) read(c *PacketConn, i int) {
 	defer s.readers.Done()
 	if cpus := s.cfg.loopCPUs(); len(cpus) > 0 {
@@ -197,26 +222,43 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 	if s.cfg.inline {
 		depth = 1
 	}
-	free := make(chan *serveBatch, depth)
-	logErr := func(err error) { s.cfg.logger.Warn("ringpoll: sending replies", "local", c.LocalAddr(), "err", err) }
 	count, size := s.cfg.batch[0], s.cfg.batch[1]
 	if c.gro && size < MaxPacketSize {
 		// Each slot takes up to 64 KiB of coalesced datagrams.
 		count, size = min(count, 8), MaxPacketSize
 	}
-	for range depth {
-		b, err := NewBatch(count, size)
-		if err != nil {
-			panic(err) // WithPacketBatch checked the shape
+	var ring *uringp.PacketRing
+	if s.engine.ringsPackets() {
+		var open bool
+		if ring, open = s.openRing(c, count*(depth+1), size); !open {
+			return
 		}
-		sb := &serveBatch{s: s, b: b, w: PacketWriter{conn: c, log: logErr}, free: free}
+	}
+	free := make(chan *serveBatch, depth)
+	logErr := func(err error) { s.cfg.logger.Warn("ringpoll: sending replies", "local", c.LocalAddr(), "err", err) }
+	for range depth {
+		sb := &serveBatch{s: s, ring: ring, w: PacketWriter{conn: c, log: logErr}, free: free}
+		if ring != nil {
+			sb.ds = make([]uringp.Datagram, count)
+			sb.in = make([]Packet, 0, count)
+		} else {
+			var err error
+			if sb.b, err = NewBatch(count, size); err != nil {
+				panic(err) // WithPacketBatch checked the shape
+			}
+		}
 		sb.runFn = sb.run
 		free <- sb
 	}
 	var backoff time.Duration
 	for {
 		sb := <-free
-		in, err := c.ReadBatch(sb.b)
+		var err error
+		if ring != nil {
+			sb.in, err = c.readRing(ring, sb)
+		} else {
+			sb.in, err = c.ReadBatch(sb.b)
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -231,7 +273,6 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 			continue
 		}
 		backoff = 0
-		sb.in = in
 		s.busy.Add(1)
 		if s.pool == nil {
 			sb.run()
@@ -278,6 +319,9 @@ func (s *PacketServer) stop() {
 	s.closed = true
 	for c := range s.conns {
 		c.Close()
+	}
+	for _, r := range s.rings {
+		r.Stop()
 	}
 	close(s.done)
 }

@@ -1,6 +1,7 @@
 package ringpoll
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,66 @@ func TestPacketServerEcho(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+}
+
+// TestPacketServerSmallSlots: with slots smaller than some datagrams and
+// fewer buffers than datagrams waiting, every datagram reaches the
+// handler once, whole or cut with its full size, on every engine (the
+// uring engines read through a PacketRing that runs dry here and is
+// armed again).
+func TestPacketServerSmallSlots(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		const total = 60
+		c := pcListen(t, e, network, addr)
+		c.SetReadBuffer(1 << 20)
+		client, err := DialPacket(network, c.LocalAddr().String(), WithEngine(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		// All wait in the socket before the server reads.
+		for i := range total {
+			msg := bytes.Repeat([]byte{byte(i)}, 10+90*(i%2))
+			if _, err := client.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		type seen struct {
+			size, n int
+			cut     bool
+			first   byte
+		}
+		got := make(chan seen, total)
+		psServe(t, PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+			for _, p := range in {
+				got <- seen{p.Size, len(p.Data), p.Truncated, p.Data[0]}
+			}
+		}), []*PacketConn{c}, WithEngine(e), WithPacketBatch(2, 64))
+		count := make([]int, total)
+		for range total {
+			s := tsRecv(t, got, "the datagrams")
+			i := int(s.first)
+			if i >= total {
+				t.Fatalf("datagram starting with %d: never sent", i)
+			}
+			count[i]++
+			want := seen{size: 10, n: 10, first: s.first}
+			if i%2 == 1 {
+				want = seen{size: 100, n: 64, cut: true, first: s.first}
+			}
+			if s != want {
+				t.Errorf("datagram %d: %+v, want %+v", i, s, want)
+			}
+		}
+		for i, n := range count {
+			if n != 1 {
+				t.Errorf("datagram %d reached the handler %d times, want once", i, n)
+			}
+		}
+		if st := c.Stats(); st.Drops != 0 || st.Truncated != total/2 || st.Ring != e.ringsPackets() {
+			t.Errorf("stats %v: want no drops, %d truncated, ring %v", st, total/2, e.ringsPackets())
 		}
 	})
 }

@@ -112,7 +112,13 @@ func (h *Headers) Truncated(i int) bool { return h.hdrs[i].Hdr.Flags&unix.MSG_TR
 // UDP_GRO, or 0 if the kernel coalesced none.
 func (h *Headers) Segment(i int) int {
 	m := &h.hdrs[i].Hdr
-	ctl := h.ctl[i*ctlSpace : i*ctlSpace+min(int(m.Controllen), ctlSpace)]
+	return GROSegment(h.ctl[i*ctlSpace : i*ctlSpace+min(int(m.Controllen), ctlSpace)])
+}
+
+// GROSegment returns the segment size a UDP_GRO control message in ctl
+// (a message's control bytes, as long as the kernel filled) gives, or 0
+// if it has none.
+func GROSegment(ctl []byte) int {
 	for len(ctl) >= unix.CmsgLen(0) {
 		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
 		n := int(c.Len)
@@ -126,6 +132,10 @@ func (h *Headers) Segment(i int) int {
 	}
 	return 0
 }
+
+// ControlSpace is the control bytes a receive needs for the UDP_GRO
+// message.
+var ControlSpace = ctlSpace
 
 // Addr returns the sender of datagram i, or the zero AddrPort if the
 // kernel gave none (a connected socket may omit it).

@@ -22,6 +22,32 @@ func (s *SQE) PrepRecvMultishot(fd int, msgFlags uint32, bgid uint16) {
 	s.OpFlags = msgFlags
 }
 
+// PrepRecvmsgMultishot prepares a multishot recvmsg into buffers from
+// buffer group bgid (Linux 6.0), for datagram sockets: one CQE per
+// datagram, its buffer laid out as RecvmsgOut, then msg.Namelen bytes of
+// source address, then msg.Controllen bytes of control messages, then the
+// payload. msg is copied at submission; it carries no iovec. The request
+// ends as PrepRecvMultishot's does.
+func (s *SQE) PrepRecvmsgMultishot(fd int, msg *Msghdr, msgFlags uint32, bgid uint16) {
+	s.Opcode = OpRecvmsg
+	s.Fd = int32(fd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(msg)))
+	s.Len = 1
+	s.IoPrio = RecvMultishot
+	s.Flags = SqeBufferSelect
+	s.BufIndex = bgid
+	s.OpFlags = msgFlags
+}
+
+// RecvmsgOut is struct io_uring_recvmsg_out, at the start of each buffer a
+// multishot recvmsg fills: the lengths of the source address and control
+// messages the kernel had (either may exceed the space the request gave),
+// the payload's full length (over what fits when Flags has MSG_TRUNC) and
+// the message's flags.
+type RecvmsgOut struct {
+	Namelen, Controllen, Payloadlen, Flags uint32
+}
+
 // SetRecvLimit caps a multishot recv at n bytes in total (the SQE's
 // optlen; Linux 6.16 or so, earlier kernels fail the recv with EINVAL):
 // once n bytes arrived, the request ends with a CQE without CQEFMore. An

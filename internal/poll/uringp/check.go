@@ -37,6 +37,7 @@ var loopFlags = []uint32{
 // use (auto then falls back to epoll only for a reason that matters).
 var RequiredOps = map[uint8]string{
 	uring.OpRecv:        "RECV",         // multishot recv into provided buffers
+	uring.OpRecvmsg:     "RECVMSG",      // multishot recvmsg of datagrams (PacketRing)
 	uring.OpSend:        "SEND",         // sends of one chunk
 	uring.OpSendmsg:     "SENDMSG",      // gathered sends
 	uring.OpAccept:      "ACCEPT",       // multishot accept

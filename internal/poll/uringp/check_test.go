@@ -22,13 +22,14 @@ import (
 
 // prepOps maps each uring.SQE Prep method to the opcode it prepares.
 var prepOps = map[string]uint8{
-	"PrepRecvMultishot":   uring.OpRecv,
-	"PrepSend":            uring.OpSend,
-	"PrepSendmsg":         uring.OpSendmsg,
-	"PrepMultishotAccept": uring.OpAccept,
-	"PrepPollMultishot":   uring.OpPollAdd,
-	"PrepRead":            uring.OpRead,
-	"PrepCancel64":        uring.OpAsyncCancel,
+	"PrepRecvMultishot":    uring.OpRecv,
+	"PrepRecvmsgMultishot": uring.OpRecvmsg,
+	"PrepSend":             uring.OpSend,
+	"PrepSendmsg":          uring.OpSendmsg,
+	"PrepMultishotAccept":  uring.OpAccept,
+	"PrepPollMultishot":    uring.OpPollAdd,
+	"PrepRead":             uring.OpRead,
+	"PrepCancel64":         uring.OpAsyncCancel,
 }
 
 // TestRequiredOps: RequiredOps holds exactly the opcodes that this

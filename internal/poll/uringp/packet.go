@@ -1,0 +1,395 @@
+//go:build linux
+
+package uringp
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/mmsg"
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+// PacketRing reads one datagram socket with a multishot RECVMSG into a
+// provided-buffer ring, on an io_uring of its own: one request stays
+// armed, the kernel fills a buffer per datagram (header, source address,
+// control messages, payload), and one io_uring_enter both waits and
+// collects as many datagrams as arrived. It is the uring engines' packet
+// reader; a PacketRing is not shared with the connection loops, whose
+// buffers are sized for streams.
+//
+// The goroutine that makes a PacketRing must be locked to its thread
+// (runtime.LockOSThread) and alone calls Recv and Close's wait; the ring
+// is SINGLE_ISSUER. Give and Stop are safe from any goroutine.
+type PacketRing struct {
+	ring  *uring.Ring
+	fd    int // the ring's own duplicate of the socket
+	arena *uring.Arena
+	bufs  *uring.BufRing
+	page  []byte // mmap'd: the RECVMSG template and the wake READ's target
+	msg   *uring.Msghdr
+	evMu  sync.Mutex // guards evfd, which Give and Stop may write after the reader closed it
+	evfd  int
+	ctl   int // control bytes in each buffer
+	max   int // payload bytes a datagram may fill
+	cqes  [128]uring.CQE
+	next  []uring.CQE // reaped, not yet handed out
+
+	armed    bool // the RECVMSG is in flight
+	dry      bool // it ended for want of buffers
+	taken    int  // buffers out of the ring as the reader sees it
+	returned idStack
+	giving   []uint16
+	waiting  atomic.Bool // Recv waits with the ring dry: Give wakes it
+	stopped  atomic.Bool
+	down     atomic.Bool  // torn down
+	out      atomic.Int64 // buffers handed out and not given back
+	freed    atomic.Bool  // the arena went back to the pool
+
+	// Rearms counts RECVMSGs armed again after one ended (ENOBUFS, or a
+	// final CQE the kernel sent on its own); NoBuffers counts the ends
+	// for want of buffers.
+	Rearms, NoBuffers atomic.Uint64
+}
+
+// Datagram is one datagram a PacketRing received: Data views the ring's
+// buffer Bid until Give returns it.
+type Datagram struct {
+	Data      []byte
+	Addr      netip.AddrPort
+	Size      int  // length as sent
+	Truncated bool // Data holds the first part only
+	Segment   int  // UDP_GRO segment size, 0 if not coalesced
+	Bid       uint16
+}
+
+// User data of a PacketRing's requests.
+const (
+	udRecv = iota + 1
+	udWake
+	udCancel
+)
+
+// The buffer's layout: RecvmsgOut, the source address, control messages,
+// payload.
+const (
+	recvmsgOutSize = int(unsafe.Sizeof(uring.RecvmsgOut{}))
+	nameSpace      = unix.SizeofSockaddrInet6
+)
+
+// ErrStopped is returned by Recv once Stop was called.
+var ErrStopped = net.ErrClosed
+
+// NewPacketRing sets up a ring reading socket fd (which it duplicates:
+// the caller may close fd whenever it likes) into count buffers (a power
+// of two) of payload bytes each, with room for a UDP_GRO control message
+// if gro. The calling goroutine must be locked to its thread.
+func NewPacketRing(fd, count, payload int, gro bool) (*PacketRing, error) {
+	if count <= 0 || count > 1<<15 || count&(count-1) != 0 {
+		return nil, errors.New("uring: packet ring: the buffer count must be a power of two up to 32768")
+	}
+	p := &PacketRing{fd: -1, evfd: -1, max: payload}
+	if gro {
+		p.ctl = mmsg.ControlSpace
+	}
+	var err error
+	if p.ring, err = newLoopRing(64, uint32(max(256, 2*count))); err != nil {
+		return nil, err
+	}
+	if p.fd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+		p.fd = -1
+		p.teardown()
+		return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+	}
+	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		p.evfd = -1
+		p.teardown()
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	if p.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
+		p.page = nil
+		p.teardown()
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	p.msg = (*uring.Msghdr)(unsafe.Pointer(&p.page[64]))
+	p.msg.Namelen = nameSpace
+	p.msg.Controllen = uint64(p.ctl)
+	size := (recvmsgOutSize + nameSpace + p.ctl + payload + 63) &^ 63
+	if p.arena, err = getArena(count, size); err != nil {
+		p.teardown()
+		return nil, err
+	}
+	if p.bufs, err = uring.NewBufRing(p.ring, count, 0); err != nil {
+		p.teardown()
+		return nil, err
+	}
+	p.returned.next = make([]uint32, count)
+	for i := range count {
+		p.bufs.Add(p.arena.Buf(i), uint16(i), i)
+	}
+	p.bufs.Advance(count)
+	p.armWake()
+	return p, nil
+}
+
+func (p *PacketRing) armWake() {
+	sqe := p.getSQE()
+	sqe.PrepRead(p.evfd, p.page[:8])
+	sqe.UserData = udWake
+}
+
+func (p *PacketRing) arm() {
+	sqe := p.getSQE()
+	// MSG_TRUNC: the header then gives a cut datagram's full length.
+	sqe.PrepRecvmsgMultishot(p.fd, p.msg, unix.MSG_TRUNC, 0)
+	sqe.UserData = udRecv
+	p.armed, p.dry = true, false
+}
+
+func (p *PacketRing) getSQE() *uring.SQE {
+	for {
+		if sqe := p.ring.GetSQE(); sqe != nil {
+			return sqe
+		}
+		p.enter(0)
+	}
+}
+
+// enter submits what is queued and waits for wait completions.
+func (p *PacketRing) enter(wait uint32) {
+	flags := uint32(0)
+	if wait > 0 || p.ring.SQFlags()&(uring.SQTaskrun|uring.SQCQOverflow) != 0 {
+		flags = uring.EnterGetEvents
+	}
+	_, err := p.ring.Enter(p.ring.Flush(), wait, flags, nil, 0)
+	if err != nil && !uring.IsTemporary(err) {
+		panic("ringpoll: io_uring_enter: " + err.Error())
+	}
+}
+
+// Recv fills dst with datagrams that arrived, waiting until at least one
+// has, and returns how many. Their buffers stay out of the ring until
+// Give. It returns ErrStopped after Stop, and an error the RECVMSG ended
+// with (other than for want of buffers), after which a call arms it again.
+func (p *PacketRing) Recv(dst []Datagram) (int, error) {
+	for {
+		p.replenish()
+		if p.stopped.Load() {
+			p.shutdown()
+			return 0, ErrStopped
+		}
+		n, err := p.take(dst)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		// Every completion reaped is handled: the arm state is current.
+		if !p.armed {
+			if p.taken < p.arena.Count() {
+				if p.dry {
+					p.Rearms.Add(1)
+				}
+				p.arm()
+			} else {
+				// Dry: sleep until a Give or Stop writes the eventfd.
+				p.waiting.Store(true)
+				if !p.returned.empty() || p.stopped.Load() {
+					p.waiting.Store(false)
+					continue
+				}
+			}
+		}
+		p.enter(1)
+		p.waiting.Store(false)
+	}
+}
+
+// take turns reaped completions into datagrams, up to len(dst).
+func (p *PacketRing) take(dst []Datagram) (n int, err error) {
+	for n < len(dst) {
+		if len(p.next) == 0 {
+			k := p.ring.PeekCQE(p.cqes[:])
+			if k == 0 {
+				return n, nil
+			}
+			p.next = p.cqes[:k]
+		}
+		cqe := &p.next[0]
+		p.next = p.next[1:]
+		switch cqe.UserData {
+		case udWake:
+			p.armWake()
+			continue
+		case udCancel:
+			continue
+		}
+		if cqe.Flags&uring.CQEFBuffer != 0 {
+			p.taken++
+			p.out.Add(1)
+			if cqe.Res > 0 && p.parse(&dst[n], cqe) {
+				n++
+			} else {
+				p.Give(cqe.BufID())
+			}
+		}
+		if cqe.More() {
+			continue
+		}
+		p.armed = false
+		switch {
+		case cqe.Res == -int32(unix.ENOBUFS):
+			p.dry = true
+			p.NoBuffers.Add(1)
+		case cqe.Res < 0 && cqe.Res != -int32(unix.ECANCELED):
+			return n, os.NewSyscallError("recvmsg", syscall.Errno(-cqe.Res))
+		default:
+			p.Rearms.Add(1) // the kernel ended it without a cause we know
+		}
+	}
+	return n, nil
+}
+
+// parse fills d from the buffer a RECVMSG completion carries.
+func (p *PacketRing) parse(d *Datagram, cqe *uring.CQE) bool {
+	bid := cqe.BufID()
+	b := p.arena.Buf(int(bid))[:cqe.Res]
+	if len(b) < recvmsgOutSize+nameSpace+p.ctl {
+		return false
+	}
+	h := (*uring.RecvmsgOut)(unsafe.Pointer(&b[0]))
+	data := b[recvmsgOutSize+nameSpace+p.ctl:]
+	data = data[:min(len(data), p.max):min(len(data), p.max)]
+	*d = Datagram{Data: data, Size: int(h.Payloadlen), Bid: bid}
+	d.Truncated = h.Flags&unix.MSG_TRUNC != 0 || d.Size > len(data)
+	if h.Namelen > 0 {
+		d.Addr = mmsg.DecodeAddr((*unix.RawSockaddrInet6)(unsafe.Pointer(&b[recvmsgOutSize])), min(h.Namelen, nameSpace))
+	}
+	if p.ctl > 0 && !d.Truncated {
+		ctl := b[recvmsgOutSize+nameSpace:][:min(int(h.Controllen), p.ctl)]
+		d.Segment = mmsg.GROSegment(ctl)
+	}
+	return true
+}
+
+// Give returns buffer bid, handed out by Recv, to the ring. Safe for
+// concurrent use, also after Stop.
+func (p *PacketRing) Give(bid uint16) {
+	p.returned.push(bid)
+	if p.waiting.Load() {
+		p.wake()
+	}
+	if p.out.Add(-1) == 0 && p.down.Load() {
+		p.freeArena()
+	}
+}
+
+// replenish puts given-back buffers in the ring.
+func (p *PacketRing) replenish() {
+	if p.returned.empty() {
+		return
+	}
+	p.giving = p.returned.takeAll(p.giving[:0])
+	for i, bid := range p.giving {
+		p.bufs.Add(p.arena.Buf(int(bid)), bid, i)
+	}
+	p.bufs.Advance(len(p.giving))
+	p.taken -= len(p.giving)
+}
+
+func (p *PacketRing) wake() {
+	p.evMu.Lock()
+	if p.evfd >= 0 {
+		one := [8]byte{1}
+		unix.Write(p.evfd, one[:])
+	}
+	p.evMu.Unlock()
+}
+
+// Stop makes Recv return ErrStopped, now if it waits. Safe from any
+// goroutine; the reader then tears the ring down.
+func (p *PacketRing) Stop() {
+	if p.stopped.CompareAndSwap(false, true) {
+		p.wake()
+	}
+}
+
+// shutdown cancels the RECVMSG, waits for its final completion and tears
+// the ring down. Datagrams that arrived meanwhile go back unread.
+func (p *PacketRing) shutdown() {
+	if p.down.Load() {
+		return
+	}
+	p.drop(p.next)
+	p.next = nil
+	if p.armed {
+		sqe := p.getSQE()
+		sqe.PrepCancel64(udRecv, 0)
+		sqe.UserData = udCancel
+	}
+	for p.armed {
+		p.enter(1)
+		for k := p.ring.PeekCQE(p.cqes[:]); k > 0; k = p.ring.PeekCQE(p.cqes[:]) {
+			p.drop(p.cqes[:k])
+		}
+	}
+	p.teardown()
+}
+
+// drop handles completions without reading them: buffers go back, and a
+// final RECVMSG completion disarms.
+func (p *PacketRing) drop(cqes []uring.CQE) {
+	for i := range cqes {
+		cqe := &cqes[i]
+		if cqe.UserData != udRecv {
+			continue
+		}
+		if cqe.Flags&uring.CQEFBuffer != 0 {
+			p.out.Add(1)
+			p.Give(cqe.BufID())
+		}
+		if !cqe.More() {
+			p.armed = false
+		}
+	}
+}
+
+// teardown closes what NewPacketRing made. The arena goes back to the
+// pool only once every buffer handed out was given back: a reader may
+// still look at its datagrams.
+func (p *PacketRing) teardown() {
+	if p.bufs != nil {
+		p.bufs.Close()
+	}
+	if p.ring != nil {
+		p.ring.Close() // ends the wake READ
+	}
+	if p.fd >= 0 {
+		unix.Close(p.fd)
+	}
+	p.evMu.Lock()
+	if p.evfd >= 0 {
+		unix.Close(p.evfd)
+		p.evfd = -1
+	}
+	p.evMu.Unlock()
+	if p.page != nil {
+		unix.Munmap(p.page)
+	}
+	p.down.Store(true)
+	if p.arena != nil && p.out.Load() == 0 {
+		p.freeArena()
+	}
+}
+
+func (p *PacketRing) freeArena() {
+	if p.arena != nil && p.freed.CompareAndSwap(false, true) {
+		putArena(p.arena)
+	}
+}

@@ -1,0 +1,243 @@
+//go:build linux
+
+package uringp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpPair returns a bound UDP socket and a socket to send to it from.
+func udpPair(t *testing.T) (recv, send int, to unix.Sockaddr) {
+	t.Helper()
+	recv, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(recv) })
+	if err := unix.Bind(recv, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	to, err = unix.Getsockname(recv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(send) })
+	if err := unix.Bind(send, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	return recv, send, to
+}
+
+// onRing runs f on a goroutine locked to its thread with a PacketRing on
+// fd, stopping the ring after.
+func onRing(t *testing.T, fd, count, payload int, f func(p *PacketRing) error) {
+	t.Helper()
+	err := onLockedThread(func() error {
+		p, err := NewPacketRing(fd, count, payload, false)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			p.Stop()
+			if _, err := p.Recv(make([]Datagram, 1)); !errors.Is(err, ErrStopped) {
+				panic(fmt.Sprintf("Recv after Stop: %v, want ErrStopped", err))
+			}
+		}()
+		return f(p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recvAll reads until want datagrams arrived, giving each buffer back
+// after copying the payload.
+func recvAll(p *PacketRing, want int) ([][]byte, []Datagram, error) {
+	var got [][]byte
+	var ds []Datagram
+	dst := make([]Datagram, 8)
+	for len(got) < want {
+		n, err := p.Recv(dst)
+		if err != nil {
+			return got, ds, err
+		}
+		for _, d := range dst[:n] {
+			got = append(got, bytes.Clone(d.Data))
+			ds = append(ds, d)
+			p.Give(d.Bid)
+		}
+	}
+	return got, ds, nil
+}
+
+// TestPacketRingReceives: datagrams arrive whole, in order, with their
+// sender; an empty one too; a long one is cut and says so.
+func TestPacketRingReceives(t *testing.T) {
+	recv, send, to := udpPair(t)
+	from, _ := unix.Getsockname(send)
+	msgs := [][]byte{[]byte("one"), {}, bytes.Repeat([]byte("x"), 100), []byte("last")}
+	for _, m := range msgs {
+		if err := unix.Sendto(send, m, 0, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onRing(t, recv, 8, 64, func(p *PacketRing) error {
+		got, ds, err := recvAll(p, len(msgs))
+		if err != nil {
+			return err
+		}
+		for i, m := range msgs {
+			d := ds[i]
+			if want := from.(*unix.SockaddrInet4).Port; int(d.Addr.Port()) != want || d.Addr.Addr().As4() != [4]byte{127, 0, 0, 1} {
+				return fmt.Errorf("datagram %d from %v, want 127.0.0.1:%d", i, d.Addr, want)
+			}
+			if d.Size != len(m) {
+				return fmt.Errorf("datagram %d: Size %d, want %d", i, d.Size, len(m))
+			}
+			if len(m) > 64 {
+				if !d.Truncated || !bytes.Equal(got[i], m[:64]) {
+					return fmt.Errorf("datagram %d of %d bytes in 64-byte buffers: truncated %v, %d bytes", i, len(m), d.Truncated, len(got[i]))
+				}
+				continue
+			}
+			if d.Truncated || !bytes.Equal(got[i], m) {
+				return fmt.Errorf("datagram %d: %q (truncated %v), want %q", i, got[i], d.Truncated, m)
+			}
+		}
+		return nil
+	})
+}
+
+// TestPacketRingRunsDry: with every buffer held by the reader, the RECVMSG
+// ends for want of buffers; given back, they are read into again and no
+// datagram is lost (the socket kept them).
+func TestPacketRingRunsDry(t *testing.T) {
+	recv, send, to := udpPair(t)
+	const total = 20
+	for i := range total {
+		if err := unix.Sendto(send, []byte{byte(i)}, 0, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onRing(t, recv, 4, 16, func(p *PacketRing) error {
+		var held []Datagram
+		dst := make([]Datagram, 2)
+		next := 0
+		for next < total {
+			n, err := p.Recv(dst)
+			if err != nil {
+				return err
+			}
+			for _, d := range dst[:n] {
+				if len(d.Data) != 1 || int(d.Data[0]) != next {
+					return fmt.Errorf("got %v, want datagram %d", d.Data, next)
+				}
+				next++
+				held = append(held, d)
+			}
+			if len(held) == 4 {
+				// Every buffer is out: the kernel has none for the
+				// datagrams left, until these go back.
+				for _, d := range held {
+					p.Give(d.Bid)
+				}
+				held = held[:0]
+			}
+		}
+		for _, d := range held {
+			p.Give(d.Bid)
+		}
+		if p.NoBuffers.Load() == 0 || p.Rearms.Load() == 0 {
+			return fmt.Errorf("%d datagrams through 4 buffers: %d ends for want of buffers, %d re-arms; want both above 0", total, p.NoBuffers.Load(), p.Rearms.Load())
+		}
+		return nil
+	})
+}
+
+// TestPacketRingStop: Stop ends a Recv that waits, from another
+// goroutine, and the socket stays usable by its owner.
+func TestPacketRingStop(t *testing.T) {
+	recv, send, to := udpPair(t)
+	waiting := make(chan *PacketRing)
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		p, err := NewPacketRing(recv, 4, 16, false)
+		if err != nil {
+			done <- err
+			return
+		}
+		waiting <- p
+		_, err = p.Recv(make([]Datagram, 4))
+		done <- err
+	}()
+	select {
+	case p := <-waiting:
+		p.Stop()
+	case err := <-done:
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrStopped) {
+		t.Fatalf("Recv after Stop: %v, want ErrStopped", err)
+	}
+	if err := unix.Sendto(send, []byte("after"), 0, to); err != nil {
+		t.Fatal(err)
+	}
+	var b [16]byte
+	unix.SetNonblock(recv, false)
+	n, _, err := unix.Recvfrom(recv, b[:], 0)
+	if err != nil || string(b[:n]) != "after" {
+		t.Fatalf("reading the socket after the ring stopped: %q, %v", b[:n], err)
+	}
+}
+
+// TestPacketRingArenaOutlivesStop: a datagram handed out stays readable
+// after the ring stops, and its memory is not pooled until given back.
+func TestPacketRingArenaOutlivesStop(t *testing.T) {
+	recv, send, to := udpPair(t)
+	if err := unix.Sendto(send, []byte("kept"), 0, to); err != nil {
+		t.Fatal(err)
+	}
+	var p *PacketRing
+	var d Datagram
+	err := onLockedThread(func() error {
+		var err error
+		if p, err = NewPacketRing(recv, 4, 16, false); err != nil {
+			return err
+		}
+		ds := make([]Datagram, 1)
+		if _, err := p.Recv(ds); err != nil {
+			return err
+		}
+		d = ds[0]
+		p.Stop()
+		if _, err := p.Recv(ds); !errors.Is(err, ErrStopped) {
+			return fmt.Errorf("Recv after Stop: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.freed.Load() {
+		t.Fatal("the arena went back to the pool while a datagram was still held")
+	}
+	if string(d.Data) != "kept" {
+		t.Fatalf("held datagram reads %q after Stop", d.Data)
+	}
+	p.Give(d.Bid)
+	if !p.freed.Load() {
+		t.Fatal("the arena did not go back to the pool when the last datagram was given back")
+	}
+}
