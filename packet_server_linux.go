@@ -174,6 +174,7 @@ type serveBatch struct {
 	b     *Batch
 	ring  *uringp.PacketRing
 	ds    []uringp.Datagram // ring: received, their buffers held
+	bids  []uint16          // ring: the buffers to give back
 	got   int
 	w     PacketWriter
 	in    []Packet
@@ -200,9 +201,10 @@ func (sb *serveBatch) release() {
 	}
 	clear(sb.in)
 	sb.in = sb.in[:0]
-	for _, d := range sb.ds[:sb.got] {
-		sb.ring.Give(d.Bid)
+	for i, d := range sb.ds[:sb.got] {
+		sb.bids[i] = d.Bid
 	}
+	sb.ring.GiveAll(sb.bids[:sb.got])
 	clear(sb.ds[:sb.got])
 	sb.got = 0
 }
@@ -240,6 +242,7 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 		sb := &serveBatch{s: s, ring: ring, w: PacketWriter{conn: c, log: logErr}, free: free}
 		if ring != nil {
 			sb.ds = make([]uringp.Datagram, count)
+			sb.bids = make([]uint16, count)
 			sb.in = make([]Packet, 0, count)
 		} else {
 			var err error

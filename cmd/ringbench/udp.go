@@ -37,8 +37,11 @@ import (
 var udpServers = map[string]func(b bins, port int, stats string, reply bool, rcvbuf int) []string{
 	"ringpoll":     ringechoUDP("-api", "inline"),
 	"ringpoll-gro": ringechoUDP("-api", "inline", "-gro"),
-	"std":          ringechoUDP("-api", "std"),
-	"xnet":         ringechoUDP("-api", "xnet"),
+	// The epoll engine's reader: recvmmsg(2) through ReadBatch, where the
+	// default (uring) reads through a multishot RECVMSG.
+	"ringpoll-epoll": ringechoUDP("-api", "inline", "-engine", "epoll"),
+	"std":            ringechoUDP("-api", "std"),
+	"xnet":           ringechoUDP("-api", "xnet"),
 	"gnet": func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
 		proto := "udp"
 		if reply {
@@ -67,7 +70,7 @@ func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool
 
 const (
 	defaultUDPOffered = "600000,1200000"
-	defaultUDPServers = "ringpoll,ringpoll-gro,std,xnet,gnet,c-recvmmsg"
+	defaultUDPServers = "ringpoll,ringpoll-epoll,ringpoll-gro,std,xnet,gnet,c-recvmmsg"
 	defaultUDPSizes   = "32,1200"
 )
 

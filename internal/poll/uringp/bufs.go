@@ -54,6 +54,22 @@ func (s *idStack) push(id uint16) {
 	}
 }
 
+// pushAll pushes ids (not empty) with one compare-and-swap: they are
+// linked first, then the chain is published.
+func (s *idStack) pushAll(ids []uint16) {
+	for i, id := range ids[:len(ids)-1] {
+		s.next[id] = uint32(ids[i+1]) + 1
+	}
+	last := ids[len(ids)-1]
+	for {
+		top := s.top.Load()
+		s.next[last] = top
+		if s.top.CompareAndSwap(top, uint32(ids[0])+1) {
+			return
+		}
+	}
+}
+
 // takeAll appends every id on the stack to dst and empties it.
 func (s *idStack) takeAll(dst []uint16) []uint16 {
 	for e := s.top.Swap(0); e != 0; e = s.next[e-1] {

@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// TestIDStack pushes every id from several goroutines while the consumer
-// takes batches, and checks that each id comes out exactly once.
+// TestIDStack pushes every id from several goroutines, one at a time or
+// in chains, while the consumer takes batches, and checks that each id
+// comes out exactly once.
 func TestIDStack(t *testing.T) {
 	const ids, pushers = 4096, 4
 	var s idStack
@@ -20,8 +21,19 @@ func TestIDStack(t *testing.T) {
 	var wg sync.WaitGroup
 	for p := range pushers {
 		wg.Go(func() {
+			var chain []uint16
 			for id := p; id < ids; id += pushers {
-				s.push(uint16(id))
+				if p%2 == 0 {
+					s.push(uint16(id))
+					continue
+				}
+				if chain = append(chain, uint16(id)); len(chain) == 3 {
+					s.pushAll(chain)
+					chain = chain[:0]
+				}
+			}
+			if len(chain) > 0 {
+				s.pushAll(chain)
 			}
 		})
 	}
@@ -58,5 +70,12 @@ func TestIDStack(t *testing.T) {
 	s.push(9)
 	if got := s.takeAll(nil); !slices.Equal(got, []uint16{9}) {
 		t.Fatalf("after re-push, takeAll = %v, want [9]", got)
+	}
+	// A chain keeps its order and sits on top of what was there.
+	s.push(4)
+	s.pushAll([]uint16{1, 2, 3})
+	s.push(5)
+	if got := s.takeAll(nil); !slices.Equal(got, []uint16{5, 1, 2, 3, 4}) {
+		t.Fatalf("takeAll after pushAll = %v, want [5 1 2 3 4]", got)
 	}
 }

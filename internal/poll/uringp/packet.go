@@ -280,12 +280,19 @@ func (p *PacketRing) parse(d *Datagram, cqe *uring.CQE) bool {
 
 // Give returns buffer bid, handed out by Recv, to the ring. Safe for
 // concurrent use, also after Stop.
-func (p *PacketRing) Give(bid uint16) {
-	p.returned.push(bid)
+func (p *PacketRing) Give(bid uint16) { p.GiveAll([]uint16{bid}) }
+
+// GiveAll returns buffers handed out by Recv, as Give does, with one
+// atomic update for all of them.
+func (p *PacketRing) GiveAll(bids []uint16) {
+	if len(bids) == 0 {
+		return
+	}
+	p.returned.pushAll(bids)
 	if p.waiting.Load() {
 		p.wake()
 	}
-	if p.out.Add(-1) == 0 && p.down.Load() {
+	if p.out.Add(-int64(len(bids))) == 0 && p.down.Load() {
 		p.freeArena()
 	}
 }
