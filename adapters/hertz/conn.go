@@ -15,10 +15,11 @@ import (
 // those of its ringpoll.Writer. Slices that Peek and Next return stay valid
 // until Release.
 //
-// Like ringpoll's Reader and Writer, the reading methods must be used by
-// one goroutine at a time, and so must the writing ones; Close, the
-// deadline and timeout setters, LocalAddr and RemoteAddr are safe for
-// concurrent use.
+// Its net.Conn methods are safe for concurrent use, as net's are. Like
+// ringpoll's Reader and Writer, the Reader methods (Peek, Next, Skip,
+// ReadByte, ReadBinary, Release) must be used by one goroutine at a time,
+// and so must the Writer methods (Malloc, WriteBinary, Flush), which Write
+// flushes before it writes.
 type Conn struct {
 	rc *ringpoll.Conn
 	r  *ringpoll.Reader
@@ -33,7 +34,7 @@ type Conn struct {
 	// next request; idle is set during that wait, when the transport's
 	// Shutdown may close the connection; down is the transport's
 	// shutting-down flag. down is nil for a dialed connection.
-	fresh bool
+	fresh atomic.Bool
 	idle  atomic.Bool
 	down  *atomic.Bool
 }
@@ -58,7 +59,7 @@ func (c *Conn) Ringpoll() *ringpoll.Conn { return c.rc }
 // for up to the read timeout. With fewer than n bytes left before the
 // peer's close it returns io.EOF.
 func (c *Conn) Peek(n int) ([]byte, error) {
-	if c.fresh && c.down != nil && c.r.Len() == 0 {
+	if c.down != nil && c.fresh.Load() && c.r.Len() == 0 {
 		// Waiting for the next request: Shutdown may end the wait.
 		c.idle.Store(true)
 		defer c.idle.Store(false)
@@ -75,7 +76,7 @@ func (c *Conn) Peek(n int) ([]byte, error) {
 // Next returns the next n bytes and consumes them, waiting for them for
 // up to the read timeout.
 func (c *Conn) Next(n int) ([]byte, error) {
-	c.fresh = false
+	c.fresh.Store(false)
 	armed := c.armRead(n)
 	b, err := c.r.Next(n)
 	c.disarmRead(armed)
@@ -85,7 +86,7 @@ func (c *Conn) Next(n int) ([]byte, error) {
 // Skip consumes the next n bytes, waiting for them for up to the read
 // timeout.
 func (c *Conn) Skip(n int) error {
-	c.fresh = false
+	c.fresh.Store(false)
 	armed := c.armRead(n)
 	err := c.r.Skip(n)
 	c.disarmRead(armed)
@@ -113,7 +114,7 @@ func (c *Conn) ReadBinary(n int) ([]byte, error) {
 // Release frees the input consumed so far; slices that Peek and Next
 // returned become invalid.
 func (c *Conn) Release() error {
-	c.fresh = true
+	c.fresh.Store(true)
 	return c.r.Release()
 }
 
@@ -123,7 +124,7 @@ func (c *Conn) Len() int { return c.r.Len() }
 // Read copies input into p, waiting for some for up to the read timeout,
 // and releases what it consumed, as Release does.
 func (c *Conn) Read(p []byte) (int, error) {
-	c.fresh = false
+	c.fresh.Store(false)
 	armed := c.armRead(1)
 	n, err := c.rc.Read(p)
 	c.disarmRead(armed)
