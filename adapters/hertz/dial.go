@@ -43,7 +43,7 @@ func (d *Dialer) DialConnection(network, address string, timeout time.Duration, 
 	if tlsConfig == nil {
 		return c, nil
 	}
-	return d.handshake(c, tlsConfig, timeout)
+	return d.handshake(c, withServerName(tlsConfig, address), timeout)
 }
 
 // DialTimeout connects as DialConnection does, and returns the
@@ -56,7 +56,7 @@ func (d *Dialer) DialTimeout(network, address string, timeout time.Duration, tls
 	if tlsConfig == nil {
 		return rc, nil
 	}
-	tc := tls.Client(rc, tlsConfig)
+	tc := tls.Client(rc, withServerName(tlsConfig, address))
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -74,6 +74,21 @@ func (d *Dialer) DialTimeout(network, address string, timeout time.Duration, tls
 // and returns the TLS connection.
 func (d *Dialer) AddTLS(conn network.Conn, tlsConfig *tls.Config) (network.Conn, error) {
 	return standard.NewDialer().AddTLS(conn, tlsConfig)
+}
+
+// withServerName returns cfg, or, if it names no server and verifies
+// certificates, a copy naming address's host, as tls.Dial does.
+func withServerName(cfg *tls.Config, address string) *tls.Config {
+	if cfg.ServerName != "" || cfg.InsecureSkipVerify {
+		return cfg
+	}
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		host = address
+	}
+	cfg = cfg.Clone()
+	cfg.ServerName = host
+	return cfg
 }
 
 func (d *Dialer) dial(network, address string, timeout time.Duration) (*ringpoll.Conn, error) {
