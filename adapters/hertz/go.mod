@@ -4,7 +4,10 @@ go 1.26.0
 
 replace github.com/ringpoll/ringpoll => ../..
 
-require github.com/ringpoll/ringpoll v0.0.0-00010101000000-000000000000
+require (
+	github.com/ringpoll/ringpoll v0.0.0-00010101000000-000000000000
+	golang.org/x/net v0.62.0
+)
 
 require (
 	github.com/bytedance/sonic v1.15.0 // indirect
