@@ -4,7 +4,9 @@ package hertz
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -301,6 +303,13 @@ func TestGivenListener(t *testing.T) {
 			t.Fatalf("ListenAndServe with a ListenConfig.Control: %v; want an error naming Control", err)
 		}
 	})
+	t.Run("tls", func(t *testing.T) {
+		tr := NewTransporter(&config.Options{Network: "tcp", Addr: "127.0.0.1:0", TLS: &tls.Config{}})
+		err := tr.ListenAndServe(func(context.Context, any) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "WithTLS") {
+			t.Fatalf("ListenAndServe with TLS options: %v; want an error naming WithTLS", err)
+		}
+	})
 	t.Run("bad-address", func(t *testing.T) {
 		tr := NewTransporter(&config.Options{Network: "tcp", Addr: "127.0.0.1:-1"})
 		if err := tr.ListenAndServe(func(context.Context, any) error { return nil }); err == nil {
@@ -329,4 +338,64 @@ func TestBadOption(t *testing.T) {
 	if !errors.Is(err, ringpoll.ErrInvalidOption) {
 		t.Fatalf("ListenAndServe with WithLoops(0): %v; want ErrInvalidOption", err)
 	}
+}
+
+// TestIdleTimeoutSettings: with IdleTimeout 0 Hertz's server closes the
+// connection after each response, as on netpoll; a negative one keeps it
+// without a timeout.
+func TestIdleTimeoutSettings(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, opts []ringpoll.Option) {
+		for _, tc := range []struct {
+			idle      time.Duration
+			wantClose bool
+		}{{0, true}, {-1, false}} {
+			t.Run(fmt.Sprint(tc.idle), func(t *testing.T) {
+				s := startServer(t, opts, routes, server.WithIdleTimeout(tc.idle))
+				c, r := s.rawConn(t)
+				for i := range 2 {
+					io.WriteString(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+					resp, err := http.ReadResponse(r, nil)
+					if err != nil {
+						t.Fatalf("request %d: %v", i, err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					if tc.wantClose {
+						if _, err := r.ReadByte(); err != io.EOF {
+							t.Fatalf("after the response: read %v; want EOF", err)
+						}
+						return
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestKeepAliveTimeout: accepted connections get TCP keep-alive probes at
+// KeepAliveTimeout.
+func TestKeepAliveTimeout(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, opts []ringpoll.Option) {
+		type probe struct{ on, idle, intvl int }
+		got := make(chan probe, 1)
+		s := startServer(t, opts, routes,
+			server.WithKeepAliveTimeout(7*time.Second),
+			server.WithOnConnect(func(ctx context.Context, conn network.Conn) context.Context {
+				raw, _ := conn.(*Conn).Ringpoll().SyscallConn()
+				var p probe
+				raw.Control(func(fd uintptr) {
+					p.on, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+					p.idle, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE)
+					p.intvl, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL)
+				})
+				got <- p
+				return ctx
+			}))
+		code, _, err := httpDo(httpClient(t), "GET", s.url("/hello"), nil)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET /hello: %d %v", code, err)
+		}
+		if p := <-got; p != (probe{1, 7, 7}) {
+			t.Fatalf("SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL = %d, %d, %d; want 1, 7, 7", p.on, p.idle, p.intvl)
+		}
+	})
 }

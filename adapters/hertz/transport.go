@@ -29,6 +29,7 @@ type Transporter struct {
 	writeTimeout time.Duration
 	keepAlive    time.Duration
 	sense        bool
+	tls          bool // Options.TLS is set: refused
 	onAccept     func(conn net.Conn) context.Context
 	onConnect    func(ctx context.Context, conn network.Conn) context.Context
 
@@ -79,6 +80,7 @@ func newTransporter(o *config.Options, opts []ringpoll.Option) *Transporter {
 		writeTimeout: o.WriteTimeout,
 		keepAlive:    o.KeepAliveTimeout,
 		sense:        o.SenseClientDisconnection,
+		tls:          o.TLS != nil,
 		onAccept:     o.OnAccept,
 		onConnect:    o.OnConnect,
 		conns:        map[*Conn]struct{}{},
@@ -91,6 +93,11 @@ func newTransporter(o *config.Options, opts []ringpoll.Option) *Transporter {
 func (t *Transporter) ListenAndServe(onData network.OnData) error {
 	if onData == nil {
 		return errors.New("hertz transport: ListenAndServe needs an OnData handler")
+	}
+	if t.tls {
+		// Serving plain text to clients that expect TLS would be worse
+		// than not serving.
+		return errors.New("hertz transport: server.WithTLS is not supported by the ringpoll transport; terminate TLS in front of the server, or use Hertz's standard transport for TLS")
 	}
 	t.mu.Lock()
 	if t.closed {
