@@ -37,13 +37,14 @@ type Transporter struct {
 	// (tests).
 	onListen func(net.Addr)
 
-	down atomic.Bool // Shutdown began; the connections' shutdown flag
+	// down is set once Shutdown begins; the connections it serves read
+	// it too (see Conn.Peek).
+	down atomic.Bool
 
-	mu     sync.Mutex
-	ln     *ringpoll.Listener
-	srv    *ringpoll.Server
-	closed bool               // Shutdown began
-	conns  map[*Conn]struct{} // served connections
+	mu    sync.Mutex
+	ln    *ringpoll.Listener
+	srv   *ringpoll.Server
+	conns map[*Conn]struct{} // served connections
 }
 
 var _ network.Transporter = (*Transporter)(nil)
@@ -100,7 +101,7 @@ func (t *Transporter) ListenAndServe(onData network.OnData) error {
 		return errors.New("hertz transport: server.WithTLS is not supported by the ringpoll transport; terminate TLS in front of the server, or use Hertz's standard transport for TLS")
 	}
 	t.mu.Lock()
-	if t.closed {
+	if t.down.Load() {
 		t.mu.Unlock()
 		return nil
 	}
@@ -123,6 +124,9 @@ func (t *Transporter) ListenAndServe(onData network.OnData) error {
 		t.onListen(ln.Addr())
 	}
 	err = srv.Serve(ln)
+	// Serve closes ln when Shutdown finds it served, but a Shutdown
+	// between the unlock above and Serve finds it not served yet.
+	ln.Close()
 	if errors.Is(err, ringpoll.ErrServerClosed) {
 		return nil
 	}
@@ -169,7 +173,6 @@ func (t *Transporter) Listener() net.Listener {
 func (t *Transporter) Shutdown(ctx context.Context) error {
 	t.down.Store(true) // before the look at idle: see Conn.Peek
 	t.mu.Lock()
-	t.closed = true
 	srv, given := t.srv, t.given
 	idle := make([]*Conn, 0, len(t.conns))
 	for c := range t.conns {
@@ -208,7 +211,7 @@ func (t *Transporter) Close() error {
 func (t *Transporter) track(c *Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.down.Load() {
 		return false
 	}
 	t.conns[c] = struct{}{}
