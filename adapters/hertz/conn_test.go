@@ -103,10 +103,13 @@ func TestReadTimeoutPerRead(t *testing.T) {
 // TestWriteTimeout: Flush to a peer that reads nothing fails after the
 // write timeout, as Hertz's timeout.
 func TestWriteTimeout(t *testing.T) {
+	// More than the sender's output queue, both socket buffers (at most
+	// net.ipv4.tcp_wmem's and tcp_rmem's maximum, 4 and 32 MiB here) and
+	// the receiver's input buffer can hold.
+	big := make([]byte, 64<<20)
 	forEachEngine(t, func(t *testing.T, opts []ringpoll.Option) {
-		a, _ := pair(t, opts)
+		a, _ := pair(t, append(opts, ringpoll.WithOutputHighWater(1<<20), ringpoll.WithInputHighWater(64<<10)))
 		a.SetWriteTimeout(10 * time.Millisecond)
-		big := make([]byte, 64<<20) // beyond the socket buffers and the output high-water mark
 		a.WriteBinary(big)
 		err := a.Flush()
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
