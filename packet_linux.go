@@ -25,10 +25,12 @@ import (
 // and without allocating per datagram: see Batch, ReadBatch and
 // WriteBatch.
 //
-// A PacketConn waits for readiness in Go's own poller on every engine and
-// moves datagrams with recvmmsg(2) and sendmmsg(2); the engine option is
-// checked (WithEngine of an engine that cannot run here fails) but no
-// io_uring loop takes part yet.
+// A PacketConn's own methods wait for readiness in Go's poller on every
+// engine and move datagrams with recvmmsg(2) and sendmmsg(2); the engine
+// option is checked (WithEngine of an engine that cannot run here fails).
+// A PacketServer on the uring, uring-hybrid and uring-sqpoll engines reads
+// the socket through an io_uring multishot RECVMSG instead (PacketStats.Ring
+// says so); its replies still go out with sendmmsg(2).
 type PacketConn struct {
 	uc        *net.UDPConn
 	raw       syscall.RawConn

@@ -81,6 +81,17 @@ func (w *PacketWriter) Flush() error {
 // goroutine while the reader reads on (up to four batches per socket at
 // once), or on the reader itself with WithInlineHandler, which costs no
 // goroutine switch but reads nothing while the handler runs.
+//
+// How a reader reads depends on the engine. On uring (the default where
+// io_uring works), uring-hybrid and uring-sqpoll, it keeps one multishot
+// RECVMSG armed on a ring of its own, the kernel filling a provided
+// buffer per datagram, and one io_uring_enter both sleeps and collects
+// what arrived; the handler's Packets view those buffers, which go back
+// to the kernel when it returns. Its thread stays locked to it (the ring
+// belongs to that thread). On epoll and uring-reactor it reads with
+// recvmmsg(2) through ReadBatch, sleeping in Go's poller. Replies go out
+// with sendmmsg(2) on every engine. docs/BENCHMARKS.md ("UDP") measures
+// both readers.
 type PacketServer struct {
 	h      PacketHandler
 	cfg    *config
