@@ -2,7 +2,9 @@ package ringpoll
 
 import (
 	"net/netip"
+	"os"
 	"runtime"
+	"syscall"
 
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
@@ -53,6 +55,14 @@ func (s *PacketServer) openRing(c *PacketConn, buffers, size int) (ring *uringp.
 // as ReadBatch does.
 func (c *PacketConn) readRing(ring *uringp.PacketRing, sb *serveBatch) ([]Packet, error) {
 	n, err := ring.Recv(sb.ds)
+	for err == nil && n == 0 && sb.w.rs != nil {
+		// A flight of replies failed: resend or report it now, not when
+		// the next datagram comes.
+		if err := sb.w.rs.settle(c); err != nil {
+			sb.w.log(err)
+		}
+		n, err = ring.Recv(sb.ds)
+	}
 	if err != nil {
 		return nil, c.opError("read", netip.AddrPort{}, err)
 	}
@@ -71,4 +81,84 @@ func (c *PacketConn) readRing(ring *uringp.PacketRing, sb *serveBatch) ([]Packet
 		c.truncated.Add(cut)
 	}
 	return ps, nil
+}
+
+// ringSends sends an inline handler's replies through the reader's
+// PacketRing: Flush queues one SENDMSG per message (a GSO run is one),
+// and the reader's next io_uring_enter, which also waits for datagrams,
+// submits them, so a reply costs no system call of its own. The flight's
+// packets and headers stay untouched until the next Flush has seen every
+// completion (settle); the writer fills a second set meanwhile.
+type ringSends struct {
+	ring     *uringp.PacketRing
+	op       *sendOp
+	msgs     int      // SENDMSGs in the flight
+	fly      []Packet // the flight's packets
+	flyMem   []byte
+	spare    []Packet
+	spareMem []byte
+}
+
+// flush settles the last flight and queues w's packets as the next.
+func (rs *ringSends) flush(w *PacketWriter) error {
+	err := rs.settle(w.conn)
+	if len(w.out) == 0 {
+		return err
+	}
+	o := rs.op
+	msgs, used, bad := w.conn.prepareSends(o, w.out)
+	for i := range msgs {
+		rs.ring.QueueSend(o.h.Msghdr(i), i)
+	}
+	rs.msgs = msgs
+	rs.fly, rs.flyMem = w.out[:used], w.mem
+	// A packet that cannot be sent ends the flush there, as in
+	// WriteBatch: it and those after it are dropped with the error.
+	clear(w.out[used:])
+	w.out, w.mem = rs.spare[:0], rs.spareMem[:0]
+	if err == nil {
+		err = bad
+	}
+	return err
+}
+
+// settle waits for the last flight's completions. A GSO run its path
+// refused is sent again datagram by datagram (and the destination gets
+// no GSO from then on), as WriteBatch does.
+func (rs *ringSends) settle(c *PacketConn) error {
+	if rs.msgs == 0 {
+		return nil
+	}
+	var first error
+	sent := 0
+	for _, r := range rs.ring.WaitSends() {
+		start := 0
+		for _, k := range rs.op.counts[:r.I] {
+			start += k
+		}
+		ps := rs.fly[start : start+rs.op.counts[r.I]]
+		if r.Res >= 0 {
+			sent += len(ps)
+			continue
+		}
+		errno := syscall.Errno(-r.Res)
+		if len(ps) > 1 && gsoRefused(errno) {
+			c.stopGSO(ps[0].Addr)
+			n, err := c.WriteBatch(ps)
+			sent += n
+			if err != nil && first == nil {
+				first = err
+			}
+			continue
+		}
+		if first == nil {
+			first = c.opError("write", ps[0].Addr, os.NewSyscallError("sendmsg", errno))
+		}
+	}
+	c.sendBatches.Add(1)
+	c.sent.Add(uint64(sent))
+	clear(rs.fly)
+	rs.spare, rs.spareMem = rs.fly[:0], rs.flyMem[:0]
+	rs.fly, rs.flyMem, rs.msgs = nil, nil, 0
+	return first
 }

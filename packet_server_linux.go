@@ -36,10 +36,17 @@ type PacketWriter struct {
 	out  []Packet
 	mem  []byte
 	log  func(error)
+	rs   *ringSends // an inline handler's on the uring engines
 }
 
-// pwQueue is how many replies a PacketWriter queues before it sends them.
-const pwQueue = DefaultBatchPackets
+// pwQueue is how many replies a PacketWriter queues before it sends them;
+// its memory for their payloads starts at pwMinMem and grows up to
+// pwMaxMem while it fills before the queue does.
+const (
+	pwQueue  = DefaultBatchPackets
+	pwMinMem = 4 << 10
+	pwMaxMem = 1 << 20
+)
 
 // Conn returns the socket the datagrams came from and replies leave by.
 func (w *PacketWriter) Conn() *PacketConn { return w.conn }
@@ -51,13 +58,25 @@ func (w *PacketWriter) WriteTo(b []byte, addr netip.AddrPort) error {
 	if len(b) > w.conn.max {
 		return w.conn.opError("write", addr, ErrMessageTooLong)
 	}
-	if len(w.out) == pwQueue || len(w.mem)+len(b) > cap(w.mem) && len(w.out) > 0 {
+	switch {
+	case len(w.out) == pwQueue:
 		if err := w.Flush(); err != nil {
 			return err
 		}
+	case len(w.mem)+len(b) > cap(w.mem) && len(w.out) > 0:
+		// Out of memory before the queue filled: send, and give the
+		// next queue twice the room (up to pwMaxMem), so that replies
+		// keep going out many per system call.
+		grow := 2 * cap(w.mem)
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if cap(w.mem) < grow && grow <= pwMaxMem {
+			w.mem = make([]byte, 0, grow)
+		}
 	}
 	if len(w.mem)+len(b) > cap(w.mem) {
-		w.mem = make([]byte, 0, max(2*cap(w.mem), len(b)))
+		w.mem = make([]byte, 0, max(2*cap(w.mem), len(b), pwMinMem))
 	}
 	start := len(w.mem)
 	w.mem = append(w.mem, b...)
@@ -65,8 +84,13 @@ func (w *PacketWriter) WriteTo(b []byte, addr netip.AddrPort) error {
 	return nil
 }
 
-// Flush sends the queued datagrams now.
+// Flush sends the queued datagrams now. (An inline handler's on the
+// uring engines leave with the reader's next io_uring_enter; an error
+// then comes from the Flush after.)
 func (w *PacketWriter) Flush() error {
+	if w.rs != nil {
+		return w.rs.flush(w)
+	}
 	if len(w.out) == 0 {
 		return nil
 	}
@@ -251,6 +275,9 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 	logErr := func(err error) { s.cfg.logger.Warn("ringpoll: sending replies", "local", c.LocalAddr(), "err", err) }
 	for range depth {
 		sb := &serveBatch{s: s, ring: ring, w: PacketWriter{conn: c, log: logErr}, free: free}
+		if ring != nil && s.pool == nil {
+			sb.w.rs = &ringSends{ring: ring, op: newSendOp()}
+		}
 		if ring != nil {
 			sb.ds = make([]uringp.Datagram, count)
 			sb.bids = make([]uint16, count)

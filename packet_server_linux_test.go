@@ -131,6 +131,67 @@ func TestPacketServerSmallSlots(t *testing.T) {
 	})
 }
 
+// TestPacketServerReplyRuns: a handler's run of replies to one client
+// goes out as GSO messages, inline (through the reader's ring on the
+// uring engines) and pooled; where the path refuses GSO, the run is sent
+// again datagram by datagram at once, not when the next request comes,
+// and the destination gets no GSO after.
+func TestPacketServerReplyRuns(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, mode := range []string{"inline", "pooled", "inline-refused", "pooled-refused"} {
+			t.Run(mode, func(t *testing.T) {
+				const n, size = 40, 500
+				srv := pcListen(t, e, "udp4", "127.0.0.1:0")
+				refused := strings.HasSuffix(mode, "-refused")
+				if refused {
+					srv.raw.Control(func(fd uintptr) {
+						if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+							t.Fatal(err)
+						}
+					})
+				}
+				opts := []Option{WithEngine(e)}
+				if strings.HasPrefix(mode, "inline") {
+					opts = append(opts, WithInlineHandler())
+				}
+				psServe(t, PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+					for _, p := range in {
+						for _, r := range pcSeqPackets(n, size, p.Addr) {
+							if err := w.WriteTo(r.Data, r.Addr); err != nil {
+								panic(err)
+							}
+						}
+					}
+				}), []*PacketConn{srv}, opts...)
+				client, err := DialPacket("udp4", srv.LocalAddr().String(), WithEngine(e))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer client.Close()
+				pcBigReadBuffer(t, client)
+				for range 2 {
+					if _, err := client.Write([]byte("go")); err != nil {
+						t.Fatal(err)
+					}
+					pcReadSeq(t, client, pcBatch(t, 64, 2048), n, size)
+				}
+				st := srv.Stats()
+				switch {
+				case refused && st.GSOFallbacks != 1:
+					t.Errorf("stats %v: want one GSO fallback", st)
+				case !refused && (st.GSOSends == 0 || st.GSOFallbacks != 0):
+					t.Errorf("stats %v: want GSO sends and no fallback", st)
+				}
+				// The last flight may still be settling on the ring: its
+				// count comes with the next flush.
+				if st.SentPackets < n || st.SentPackets > 2*n {
+					t.Errorf("stats %v: want %d to %d sent", st, n, 2*n)
+				}
+			})
+		}
+	})
+}
+
 // psPingPong sends n numbered datagrams to addr one at a time, each
 // awaiting its exact echo.
 func psPingPong(addr, network string, e Engine, id, n int) error {

@@ -101,6 +101,10 @@ func (h *Headers) Recv(fd, n int) (int, error) {
 	return int(r), nil
 }
 
+// Msghdr returns message i's struct msghdr, for a SENDMSG submitted
+// elsewhere (io_uring). It and what it points to stay put while h lives.
+func (h *Headers) Msghdr(i int) *unix.Msghdr { return &h.hdrs[i].Hdr }
+
 // Size is the length of datagram i as it was sent; more than the buffer
 // when it was truncated.
 func (h *Headers) Size(i int) int { return int(h.hdrs[i].Len) }

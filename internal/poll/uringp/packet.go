@@ -42,6 +42,12 @@ type PacketRing struct {
 	max   int // payload bytes a datagram may fill
 	cqes  [128]uring.CQE
 	next  []uring.CQE // reaped, not yet handed out
+	// backlog holds RECVMSG completions WaitSends reaped, for Recv.
+	backlog []uring.CQE
+
+	sending int          // SENDMSGs queued or in flight
+	results []SendResult // completed sends, until WaitSends returns them
+	failed  bool         // one of results is an error
 
 	armed    bool // the RECVMSG is in flight
 	dry      bool // it ended for want of buffers
@@ -71,12 +77,21 @@ type Datagram struct {
 	Bid       uint16
 }
 
-// User data of a PacketRing's requests.
+// User data of a PacketRing's requests: a SENDMSG carries its number in
+// the bits above udSend.
 const (
 	udRecv = iota + 1
 	udWake
 	udCancel
+	udSend
 )
+
+// SendResult is the outcome of the SENDMSG that QueueSend numbered I: the
+// bytes sent, or -errno.
+type SendResult struct {
+	I   int
+	Res int32
+}
 
 // The buffer's layout: RecvmsgOut, the source address, control messages,
 // payload.
@@ -176,7 +191,8 @@ func (p *PacketRing) enter(wait uint32) {
 }
 
 // Recv fills dst with datagrams that arrived, waiting until at least one
-// has, and returns how many. Their buffers stay out of the ring until
+// has, and returns how many; or 0 once every send queued has completed
+// and one of them failed, for the caller to see to with WaitSends. Their buffers stay out of the ring until
 // Give. It returns ErrStopped after Stop, and an error the RECVMSG ended
 // with (other than for want of buffers), after which a call arms it again.
 func (p *PacketRing) Recv(dst []Datagram) (int, error) {
@@ -189,6 +205,9 @@ func (p *PacketRing) Recv(dst []Datagram) (int, error) {
 		n, err := p.take(dst)
 		if n > 0 || err != nil {
 			return n, err
+		}
+		if p.failed && p.sending == 0 {
+			return 0, nil // the sender must see to it: WaitSends
 		}
 		// Every completion reaped is handled: the arm state is current.
 		if !p.armed {
@@ -214,20 +233,23 @@ func (p *PacketRing) Recv(dst []Datagram) (int, error) {
 // take turns reaped completions into datagrams, up to len(dst).
 func (p *PacketRing) take(dst []Datagram) (n int, err error) {
 	for n < len(dst) {
-		if len(p.next) == 0 {
+		var cqe *uring.CQE
+		switch {
+		case len(p.backlog) > 0:
+			cqe = &p.backlog[0]
+			p.backlog = p.backlog[1:]
+		case len(p.next) > 0:
+			cqe = &p.next[0]
+			p.next = p.next[1:]
+		default:
 			k := p.ring.PeekCQE(p.cqes[:])
 			if k == 0 {
 				return n, nil
 			}
 			p.next = p.cqes[:k]
-		}
-		cqe := &p.next[0]
-		p.next = p.next[1:]
-		switch cqe.UserData {
-		case udWake:
-			p.armWake()
 			continue
-		case udCancel:
+		}
+		if p.other(cqe) {
 			continue
 		}
 		if cqe.Flags&uring.CQEFBuffer != 0 {
@@ -254,6 +276,58 @@ func (p *PacketRing) take(dst []Datagram) (n int, err error) {
 		}
 	}
 	return n, nil
+}
+
+// other handles a completion that is not the RECVMSG's and reports
+// whether it was one.
+func (p *PacketRing) other(cqe *uring.CQE) bool {
+	switch cqe.UserData & 0xff {
+	case udWake:
+		p.armWake()
+	case udCancel:
+	case udSend:
+		p.sending--
+		p.results = append(p.results, SendResult{I: int(cqe.UserData >> 8), Res: cqe.Res})
+		p.failed = p.failed || cqe.Res < 0
+	default:
+		return false
+	}
+	return true
+}
+
+// QueueSend queues a SENDMSG of msg as send number i; the next Recv or
+// WaitSends submits it. msg and the memory it points to must stay put
+// and unchanged until WaitSends has returned its result. Reader only.
+func (p *PacketRing) QueueSend(msg *unix.Msghdr, i int) {
+	sqe := p.getSQE()
+	sqe.PrepSendmsg(p.fd, (*uring.Msghdr)(unsafe.Pointer(msg)), 0)
+	sqe.UserData = udSend | uint64(i)<<8
+	p.sending++
+}
+
+// WaitSends submits the queued sends, waits until every send queued has
+// completed, and returns their results, valid until the next call.
+// Datagrams that arrive meanwhile wait for Recv. Reader only.
+func (p *PacketRing) WaitSends() []SendResult {
+	if p.sending > 0 {
+		// Recv's completions move to the backlog, so that reaping
+		// here does not overwrite them.
+		p.backlog = append(p.backlog, p.next...)
+		p.next = nil
+	}
+	for p.sending > 0 {
+		p.enter(1)
+		for k := p.ring.PeekCQE(p.cqes[:]); k > 0; k = p.ring.PeekCQE(p.cqes[:]) {
+			for i := range p.cqes[:k] {
+				if !p.other(&p.cqes[i]) {
+					p.backlog = append(p.backlog, p.cqes[i])
+				}
+			}
+		}
+	}
+	r := p.results
+	p.results, p.failed = p.results[:0], false
+	return r
 }
 
 // parse fills d from the buffer a RECVMSG completion carries.
@@ -333,8 +407,10 @@ func (p *PacketRing) shutdown() {
 	if p.down.Load() {
 		return
 	}
+	p.WaitSends()
+	p.drop(p.backlog)
 	p.drop(p.next)
-	p.next = nil
+	p.backlog, p.next = nil, nil
 	if p.armed {
 		sqe := p.getSQE()
 		sqe.PrepCancel64(udRecv, 0)

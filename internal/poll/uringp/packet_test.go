@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -240,4 +241,56 @@ func TestPacketRingArenaOutlivesStop(t *testing.T) {
 	if !p.freed.Load() {
 		t.Fatal("the arena did not go back to the pool when the last datagram was given back")
 	}
+}
+
+// TestPacketRingSends: queued SENDMSGs go out with the next enter; when
+// one fails, Recv returns with no datagram once all have completed, and
+// WaitSends gives each result by its number.
+func TestPacketRingSends(t *testing.T) {
+	recv, send, _ := udpPair(t)
+	peer, _ := unix.Getsockname(send)
+	p4 := peer.(*unix.SockaddrInet4)
+	var good unix.RawSockaddrInet4
+	good.Family = unix.AF_INET
+	good.Addr = p4.Addr
+	good.Port = uint16(p4.Port>>8 | p4.Port<<8) // network order
+	payload := []byte("reply")
+	iov := unix.Iovec{Base: &payload[0]}
+	iov.SetLen(len(payload))
+	msgs := make([]unix.Msghdr, 2)
+	for i := range msgs {
+		msgs[i].Name = (*byte)(unsafe.Pointer(&good))
+		msgs[i].Namelen = unix.SizeofSockaddrInet4
+		msgs[i].Iov = &iov
+		msgs[i].SetIovlen(1)
+	}
+	msgs[1].Namelen = 3 // too short for an address: EINVAL
+	onRing(t, recv, 4, 16, func(p *PacketRing) error {
+		p.QueueSend(&msgs[0], 0)
+		p.QueueSend(&msgs[1], 1)
+		n, err := p.Recv(make([]Datagram, 4))
+		if n != 0 || err != nil {
+			return fmt.Errorf("Recv with a failed send and no datagram = %d, %v; want 0, nil", n, err)
+		}
+		res := p.WaitSends()
+		if len(res) != 2 {
+			return fmt.Errorf("WaitSends = %v, want two results", res)
+		}
+		for _, r := range res {
+			switch {
+			case r.I == 0 && r.Res != int32(len(payload)):
+				return fmt.Errorf("send 0: %d, want %d bytes sent", r.Res, len(payload))
+			case r.I == 1 && r.Res != -int32(unix.EINVAL):
+				return fmt.Errorf("send 1: %d, want -EINVAL", r.Res)
+			}
+		}
+		return nil
+	})
+	var b [16]byte
+	n, _, err := unix.Recvfrom(send, b[:], 0)
+	if err != nil || string(b[:n]) != "reply" {
+		t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
+	}
+	runtime.KeepAlive(msgs)
+	runtime.KeepAlive(payload)
 }
