@@ -30,7 +30,7 @@ import (
 // option is checked (WithEngine of an engine that cannot run here fails).
 // A PacketServer on the uring, uring-hybrid and uring-sqpoll engines reads
 // the socket through an io_uring multishot RECVMSG instead (PacketStats.Ring
-// says so); its replies still go out with sendmmsg(2).
+// says so), and an inline handler's replies go out through the same ring.
 type PacketConn struct {
 	uc        *net.UDPConn
 	raw       syscall.RawConn

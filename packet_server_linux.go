@@ -29,8 +29,9 @@ type PacketHandlerFunc func(w *PacketWriter, in []Packet)
 func (f PacketHandlerFunc) ServePackets(w *PacketWriter, in []Packet) { f(w, in) }
 
 // PacketWriter queues a handler's replies: WriteTo copies the payload, and
-// the queued datagrams are sent with one WriteBatch (sendmmsg) when the
-// handler returns, or earlier with Flush or when the queue fills.
+// the queued datagrams are sent together (one WriteBatch, sendmmsg; an
+// inline handler's on the uring engines through the reader's ring) when
+// the handler returns, or earlier with Flush or when the queue fills.
 type PacketWriter struct {
 	conn *PacketConn
 	out  []Packet
@@ -113,9 +114,10 @@ func (w *PacketWriter) Flush() error {
 // what arrived; the handler's Packets view those buffers, which go back
 // to the kernel when it returns. Its thread stays locked to it (the ring
 // belongs to that thread). On epoll and uring-reactor it reads with
-// recvmmsg(2) through ReadBatch, sleeping in Go's poller. Replies go out
-// with sendmmsg(2) on every engine. docs/BENCHMARKS.md ("UDP") measures
-// both readers.
+// recvmmsg(2) through ReadBatch, sleeping in Go's poller. An inline
+// handler's replies on the ring engines leave through the ring, submitted
+// with the reader's next wait; otherwise with sendmmsg(2).
+// docs/BENCHMARKS.md ("UDP") measures both readers.
 type PacketServer struct {
 	h      PacketHandler
 	cfg    *config
