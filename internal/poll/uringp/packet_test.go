@@ -294,3 +294,45 @@ func TestPacketRingSends(t *testing.T) {
 	runtime.KeepAlive(msgs)
 	runtime.KeepAlive(payload)
 }
+
+// TestPacketRingNoAllocs: receiving a batch and giving its buffers back
+// allocates nothing.
+func TestPacketRingNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	recv, send, to := udpPair(t)
+	msg := []byte("0123456789abcdef0123456789abcdef")
+	onRing(t, recv, 64, 64, func(p *PacketRing) error {
+		dst := make([]Datagram, 16)
+		bids := make([]uint16, 16)
+		var failed error
+		allocs := testing.AllocsPerRun(200, func() {
+			for range 8 {
+				if err := unix.Sendto(send, msg, 0, to); err != nil {
+					failed = err
+					return
+				}
+			}
+			for got := 0; got < 8; {
+				n, err := p.Recv(dst)
+				if err != nil {
+					failed = err
+					return
+				}
+				for i, d := range dst[:n] {
+					bids[i] = d.Bid
+				}
+				p.GiveAll(bids[:n])
+				got += n
+			}
+		})
+		if failed != nil {
+			return failed
+		}
+		if allocs != 0 {
+			return fmt.Errorf("%.1f allocations per batch of 8 datagrams, want 0", allocs)
+		}
+		return nil
+	})
+}
