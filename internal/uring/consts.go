@@ -5,6 +5,7 @@ package uring
 // Opcodes (enum io_uring_op).
 const (
 	OpNop         = 0
+	OpFsync       = 3
 	OpPollAdd     = 6
 	OpPollRemove  = 7
 	OpSendmsg     = 9
@@ -16,6 +17,7 @@ const (
 	OpConnect     = 16
 	OpClose       = 19
 	OpRead        = 22
+	OpWrite       = 23
 	OpSend        = 26
 	OpRecv        = 27
 	OpShutdown    = 34
@@ -24,6 +26,9 @@ const (
 	OpSendZC      = 47
 	OpSendmsgZC   = 48
 )
+
+// FsyncDatasync makes an OpFsync an fdatasync (IORING_FSYNC_DATASYNC).
+const FsyncDatasync = 1 << 0
 
 // SQE flags (IOSQE_*).
 const (

@@ -103,6 +103,33 @@ func (s *SQE) PrepRead(fd int, b []byte) {
 	s.Off = ^uint64(0)
 }
 
+// PrepReadAt prepares a read of len(b) bytes into b at file offset off
+// (-1: at the file's position, which it advances).
+func (s *SQE) PrepReadAt(fd int, b []byte, off int64) {
+	s.Opcode = OpRead
+	s.Fd = int32(fd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	s.Len = uint32(len(b))
+	s.Off = uint64(off)
+}
+
+// PrepWriteAt prepares a write of b at file offset off (-1: at the
+// file's position).
+func (s *SQE) PrepWriteAt(fd int, b []byte, off int64) {
+	s.Opcode = OpWrite
+	s.Fd = int32(fd)
+	s.Addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	s.Len = uint32(len(b))
+	s.Off = uint64(off)
+}
+
+// PrepFsync prepares an fsync, or with FsyncDatasync an fdatasync.
+func (s *SQE) PrepFsync(fd int, flags uint32) {
+	s.Opcode = OpFsync
+	s.Fd = int32(fd)
+	s.OpFlags = flags
+}
+
 // PrepCancel64 prepares the cancellation of the request whose user_data is
 // target; flags may add CancelAll. Its own CQE's res is 0 (or a count with
 // CancelAll), -ENOENT or -EALREADY; the target ends with its own final CQE.

@@ -42,7 +42,9 @@ var RequiredOps = map[uint8]string{
 	uring.OpSendmsg:     "SENDMSG",      // gathered sends
 	uring.OpAccept:      "ACCEPT",       // multishot accept
 	uring.OpPollAdd:     "POLL_ADD",     // readiness: reactor input, POLLOUT after EAGAIN
-	uring.OpRead:        "READ",         // the loop's wake-up eventfd
+	uring.OpRead:        "READ",         // the loop's wake-up eventfd, files
+	uring.OpWrite:       "WRITE",        // files
+	uring.OpFsync:       "FSYNC",        // files
 	uring.OpAsyncCancel: "ASYNC_CANCEL", // closing, input backpressure
 }
 

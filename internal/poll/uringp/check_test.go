@@ -29,6 +29,9 @@ var prepOps = map[string]uint8{
 	"PrepMultishotAccept":  uring.OpAccept,
 	"PrepPollMultishot":    uring.OpPollAdd,
 	"PrepRead":             uring.OpRead,
+	"PrepReadAt":           uring.OpRead,
+	"PrepWriteAt":          uring.OpWrite,
+	"PrepFsync":            uring.OpFsync,
 	"PrepCancel64":         uring.OpAsyncCancel,
 }
 

@@ -27,6 +27,8 @@ const (
 	taskListen
 	taskUnlisten
 	taskAcceptResume
+	taskFile
+	taskFileCancel
 	taskStop
 )
 
@@ -34,6 +36,7 @@ type task struct {
 	kind taskKind
 	c    *conn
 	a    *acceptor
+	f    *FileOp
 }
 
 // loop is one io_uring event loop. The fields under mu are its inbox,
@@ -90,13 +93,18 @@ type loop struct {
 	blockers   int // live connections whose users may run on goroutines
 	acceptors  []*acceptor
 	acceptGens []uint32 // by acceptor slot, as gens is by connection slot
-	notify     []*conn  // got input this batch
-	starved    []*conn  // multishot recv ended with ENOBUFS
-	draining   map[*conn]time.Time
-	yielded    bool
-	batch      uint32 // Tuning.Batch where the kernel has min_wait; else 0
-	fixed      uint32 // slots of the ring's fixed-file table (0: none)
-	stopping   bool
+	// File requests in flight, by slot, as conns; files counts them.
+	fileOps       []*FileOp
+	fileGens      []uint32
+	freeFileSlots []uint32
+	files         int
+	notify        []*conn // got input this batch
+	starved       []*conn // multishot recv ended with ENOBUFS
+	draining      map[*conn]time.Time
+	yielded       bool
+	batch         uint32 // Tuning.Batch where the kernel has min_wait; else 0
+	fixed         uint32 // slots of the ring's fixed-file table (0: none)
+	stopping      bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
 	noRecvLimit bool
@@ -146,7 +154,7 @@ func (l *loop) run(started chan<- error) {
 		if l.runTasks() {
 			l.stopping = true
 		}
-		if l.stopping && l.live == 0 && l.liveAcceptors() == 0 {
+		if l.stopping && l.live == 0 && l.liveAcceptors() == 0 && l.files == 0 {
 			break
 		}
 		l.replenish()
@@ -348,6 +356,10 @@ func (l *loop) runTasks() (stop bool) {
 			l.unlisten(t.a)
 		case taskAcceptResume:
 			l.acceptResume(t.a)
+		case taskFile:
+			l.submitFile(t.f)
+		case taskFileCancel:
+			l.cancelFile(t.f)
 		case taskStop:
 			stop = true
 		}
@@ -516,6 +528,9 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		return
 	case kindCancel:
 		return // the target's own final CQE tells what happened
+	case kindFile:
+		l.fileDone(gen, slot, cqe)
+		return
 	}
 	var c *conn
 	if int(slot) < len(l.conns) && l.gens[slot] == gen {

@@ -1,0 +1,264 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
+)
+
+// File is an open file whose reads, writes and syncs go through an
+// engine's event loop: on the io_uring engines each is a request on a
+// loop's ring, and the calling goroutine sleeps on a channel until its
+// completion, holding no OS thread (an os.File read holds one for its
+// whole length); a context's end or Close cancels it in the ring
+// (ASYNC_CANCEL). On epoll each is the ordinary system call, as on an
+// os.File, and cannot be cancelled once it started.
+//
+// A File is safe for concurrent use. Its methods return *os.PathError, as
+// an os.File's do.
+type File struct {
+	fd   int
+	name string
+	ref  *engineRef
+	ring bool // requests go to fl
+	fl   uringp.FileLoop
+
+	mu      sync.RWMutex // requests hold it shared; Close exclusively
+	closed  atomic.Bool
+	closing chan struct{} // closed by Close: cancels requests in flight
+}
+
+// OpenFile opens the named file as os.OpenFile does (flag may include
+// O_DIRECT, whose reads and writes then need aligned buffers and
+// offsets), on the engine the options select (WithEngine; default auto).
+func OpenFile(name string, flag int, perm os.FileMode, opts ...Option) (*File, error) {
+	fd, err := unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f, err := newFile(fd, name, opts)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f, nil
+}
+
+// NewFile makes a File of a duplicate of f's descriptor: f stays open
+// and usable, and the File must be closed on its own.
+func NewFile(f *os.File, opts ...Option) (*File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) {
+		fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: err}
+	}
+	if derr != nil {
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: derr}
+	}
+	nf, err := newFile(fd, f.Name(), opts)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: err}
+	}
+	return nf, nil
+}
+
+func newFile(fd int, name string, opts []Option) (*File, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := acquireEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{fd: fd, name: name, ref: ref, closing: make(chan struct{})}
+	if e, ok := ref.eng.(*uringp.Engine); ok {
+		f.ring, f.fl = true, e.FileLoop()
+	}
+	return f, nil
+}
+
+// Name returns the name the file was opened with.
+func (f *File) Name() string { return f.name }
+
+// ReadAt reads len(p) bytes at offset off, as io.ReaderAt says: fewer
+// only with an error, io.EOF at the end of the file.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	return f.ReadAtContext(context.Background(), p, off)
+}
+
+// ReadAtContext is ReadAt, cancelled in the ring (on the io_uring
+// engines) when ctx ends: it then returns what was read and ctx's error.
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &os.PathError{Op: "readat", Path: f.name, Err: errors.New("negative offset")}
+	}
+	n := 0
+	for n < len(p) {
+		m, err := f.do(ctx, uringp.FileRead, p[n:], off+int64(n))
+		n += m
+		if err != nil {
+			return n, f.pathError("read", err)
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+	}
+	return n, nil
+}
+
+// Read reads up to len(p) bytes at the file's position and advances it,
+// as os.File's Read does (io.EOF at the end). For pipes and devices, where
+// positions mean nothing.
+func (f *File) Read(p []byte) (int, error) { return f.ReadContext(context.Background(), p) }
+
+// ReadContext is Read, cancelled in the ring when ctx ends.
+func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, err := f.do(ctx, uringp.FileRead, p, -1)
+	if err != nil {
+		return n, f.pathError("read", err)
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// WriteAt writes p at offset off, all of it unless an error (ENOSPC, say)
+// stops it, as io.WriterAt says.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	return f.WriteAtContext(context.Background(), p, off)
+}
+
+// WriteAtContext is WriteAt, cancelled in the ring when ctx ends.
+func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: errors.New("negative offset")}
+	}
+	n := 0
+	for n < len(p) {
+		m, err := f.do(ctx, uringp.FileWrite, p[n:], off+int64(n))
+		n += m
+		if err != nil {
+			return n, f.pathError("write", err)
+		}
+		if m == 0 {
+			return n, f.pathError("write", io.ErrShortWrite)
+		}
+	}
+	return n, nil
+}
+
+// Sync commits the file's data and metadata to storage (fsync(2)).
+func (f *File) Sync() error { return f.SyncContext(context.Background(), false) }
+
+// SyncContext is Sync, or with dataOnly fdatasync(2), which skips
+// metadata a later read does not need; cancelled in the ring when ctx
+// ends.
+func (f *File) SyncContext(ctx context.Context, dataOnly bool) error {
+	op := uringp.FileSync
+	if dataOnly {
+		op = uringp.FileDatasync
+	}
+	if _, err := f.do(ctx, op, nil, 0); err != nil {
+		return f.pathError("sync", err)
+	}
+	return nil
+}
+
+// Close closes the file. Requests in flight are cancelled and end with
+// os.ErrClosed; the descriptor is closed once every one has finished, and
+// later calls fail with os.ErrClosed.
+func (f *File) Close() error {
+	if !f.closed.CompareAndSwap(false, true) {
+		return f.pathError("close", os.ErrClosed)
+	}
+	close(f.closing)
+	f.mu.Lock() // every request in flight has ended
+	err := unix.Close(f.fd)
+	f.mu.Unlock()
+	f.ref.release()
+	if err != nil {
+		return f.pathError("close", err)
+	}
+	return nil
+}
+
+// do runs one request and returns its byte count.
+func (f *File) do(ctx context.Context, op uint8, p []byte, off int64) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return 0, os.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if !f.ring {
+		return f.syscall(op, p, off)
+	}
+	for {
+		req := uringp.FileOp{Op: op, Fd: f.fd, Buf: p, Off: off}
+		res := f.fl.Run(ctx, f.closing, &req)
+		switch {
+		case res >= 0:
+			return int(res), nil
+		case res == -int32(unix.EINTR):
+			continue
+		case res == -int32(unix.ECANCELED):
+			if f.closed.Load() {
+				return 0, os.ErrClosed
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+		return 0, syscall.Errno(-res)
+	}
+}
+
+// syscall runs a request as a system call (the epoll engine).
+func (f *File) syscall(op uint8, p []byte, off int64) (int, error) {
+	for {
+		var n int
+		var err error
+		switch {
+		case op == uringp.FileRead && off < 0:
+			n, err = unix.Read(f.fd, p)
+		case op == uringp.FileRead:
+			n, err = unix.Pread(f.fd, p, off)
+		case op == uringp.FileWrite:
+			n, err = unix.Pwrite(f.fd, p, off)
+		case op == uringp.FileSync:
+			err = unix.Fsync(f.fd)
+		default:
+			err = unix.Fdatasync(f.fd)
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		return max(n, 0), err
+	}
+}
+
+func (f *File) pathError(op string, err error) error {
+	return &os.PathError{Op: op, Path: f.name, Err: err}
+}

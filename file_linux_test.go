@@ -1,0 +1,231 @@
+package ringpoll
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileOpen opens name for engine e, closed at the end of the test.
+func fileOpen(t *testing.T, e Engine, name string, flag int) *File {
+	t.Helper()
+	f, err := OpenFile(name, flag, 0o600, WithEngine(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestFileReadWrite: what WriteAt wrote, ReadAt reads back, from many
+// goroutines at once; a read past the end returns what there is and
+// io.EOF; syncs succeed; a File made from an os.File sees the same bytes.
+func TestFileReadWrite(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		name := filepath.Join(t.TempDir(), "data")
+		f := fileOpen(t, e, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+		want := make([]byte, 1<<20+123)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range want {
+			want[i] = byte(rng.Uint32())
+		}
+		for _, cut := range [][2]int{{0, 1000}, {1000, 700000}, {700000, len(want)}} {
+			if n, err := f.WriteAt(want[cut[0]:cut[1]], int64(cut[0])); n != cut[1]-cut[0] || err != nil {
+				t.Fatalf("WriteAt(%d bytes at %d) = %d, %v", cut[1]-cut[0], cut[0], n, err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		if err := f.SyncContext(context.Background(), true); err != nil {
+			t.Fatalf("SyncContext(data only): %v", err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for g := range 8 {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 7))
+				buf := make([]byte, 4096)
+				for range 200 {
+					off := r.IntN(len(want) - len(buf))
+					if n, err := f.ReadAt(buf, int64(off)); n != len(buf) || err != nil || !bytes.Equal(buf, want[off:off+len(buf)]) {
+						errs <- errors.Join(errors.New("ReadAt returned other bytes"), err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		tail := make([]byte, 100)
+		if n, err := f.ReadAt(tail, int64(len(want)-10)); n != 10 || err != io.EOF || !bytes.Equal(tail[:n], want[len(want)-10:]) {
+			t.Fatalf("ReadAt past the end = %d, %v; want 10, io.EOF", n, err)
+		}
+		osf, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer osf.Close()
+		g, err := NewFile(osf, WithEngine(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if n, err := g.ReadAt(got, 0); n != len(want) || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("NewFile: ReadAt = %d, %v, same bytes %v", n, err, bytes.Equal(got, want))
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := osf.Stat(); err != nil {
+			t.Fatalf("the os.File after its File closed: %v", err)
+		}
+	})
+}
+
+// TestFileNoSpace: a write that fills a small filesystem returns what it
+// wrote and ENOSPC.
+func TestFileNoSpace(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("mounting a small tmpfs: %v (needs CAP_SYS_ADMIN)", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, 0) })
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		name := filepath.Join(dir, e.String())
+		f := fileOpen(t, e, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+		defer os.Remove(name)
+		p := make([]byte, 1<<20)
+		n, err := f.WriteAt(p, 0)
+		if !errors.Is(err, syscall.ENOSPC) || n >= len(p) {
+			t.Fatalf("WriteAt of 1 MiB on a 64 KiB tmpfs = %d, %v; want fewer bytes and ENOSPC", n, err)
+		}
+		var pe *os.PathError
+		if !errors.As(err, &pe) || pe.Path != name {
+			t.Fatalf("error %v: want an *os.PathError naming %s", err, name)
+		}
+	})
+}
+
+// fifo makes a named pipe and opens it for engine e: its reads wait for a
+// writer's bytes, so they stay in flight as long as a test likes.
+func fifo(t *testing.T, e Engine) (*File, string) {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(name, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fileOpen(t, e, name, os.O_RDWR), name
+}
+
+// fileSQEs counts the SQEs f's engine submitted.
+func fileSQEs(f *File) uint64 {
+	var n uint64
+	for _, s := range f.ref.eng.Stats() {
+		n += s.SQEs.Load()
+	}
+	return n
+}
+
+// waitSubmitted yields until f's engine has taken a request since it
+// counted before, so that the read a test started is in the ring, not
+// about to be.
+func waitSubmitted(f *File, before uint64) {
+	for fileSQEs(f) == before {
+		runtime.Gosched()
+	}
+}
+
+// TestFileCancel: a read that waits is cancelled in the ring when its
+// context ends, and loses nothing: the bytes written after are read by
+// the next read. (On epoll a read that started cannot be cancelled.)
+func TestFileCancel(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		if e == EngineEpoll {
+			t.Skip("epoll runs file requests as system calls, which a context cannot end")
+		}
+		f, name := fifo(t, e)
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		before := fileSQEs(f)
+		go func() {
+			_, err := f.ReadContext(ctx, make([]byte, 16))
+			res <- err
+		}()
+		waitSubmitted(f, before)
+		cancel()
+		if err := tsRecv(t, res, "the cancelled read"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled read: %v, want context.Canceled", err)
+		}
+		w, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		w.Write([]byte("after"))
+		buf := make([]byte, 16)
+		if n, err := f.Read(buf); err != nil || string(buf[:n]) != "after" {
+			t.Fatalf("read after the cancel: %q, %v", buf[:n], err)
+		}
+	})
+}
+
+// TestFileCloseInFlight: Close ends a read that waits, with os.ErrClosed,
+// and later calls fail the same way.
+func TestFileCloseInFlight(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		if e == EngineEpoll {
+			t.Skip("on epoll Close waits for a read in a system call to end")
+		}
+		f, _ := fifo(t, e)
+		res := make(chan error, 1)
+		before := fileSQEs(f)
+		go func() {
+			_, err := f.Read(make([]byte, 16))
+			res <- err
+		}()
+		waitSubmitted(f, before)
+		if err := f.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := tsRecv(t, res, "the read Close ended"); !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("read in flight at Close: %v, want os.ErrClosed", err)
+		}
+		if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("ReadAt after Close: %v, want os.ErrClosed", err)
+		}
+		if err := f.Close(); !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("second Close: %v, want os.ErrClosed", err)
+		}
+	})
+}
+
+// TestFileBadInput: negative offsets and missing files fail clearly.
+func TestFileBadInput(t *testing.T) {
+	if _, err := OpenFile(filepath.Join(t.TempDir(), "missing"), os.O_RDONLY, 0); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenFile of a missing file: %v, want os.ErrNotExist", err)
+	}
+	f := fileOpen(t, EngineEpoll, filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE)
+	if _, err := f.ReadAt(make([]byte, 1), -1); err == nil {
+		t.Fatal("ReadAt at -1 succeeded")
+	}
+	if _, err := f.WriteAt(make([]byte, 1), -1); err == nil {
+		t.Fatal("WriteAt at -1 succeeded")
+	}
+	if _, err := OpenFile("x", os.O_RDONLY, 0, WithEngine(Engine(200))); err == nil {
+		t.Fatal("OpenFile with a bad engine option succeeded")
+	}
+}
