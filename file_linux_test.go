@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -228,4 +229,38 @@ func TestFileBadInput(t *testing.T) {
 	if _, err := OpenFile("x", os.O_RDONLY, 0, WithEngine(Engine(200))); err == nil {
 		t.Fatal("OpenFile with a bad engine option succeeded")
 	}
+}
+
+// alignedBuf returns n bytes aligned for O_DIRECT (4096).
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+4096)
+	off := 4096 - int(uintptr(unsafe.Pointer(&b[0]))&4095)
+	return b[off%4096:][:n:n]
+}
+
+// TestFileDirect: O_DIRECT reads and writes of aligned blocks, which skip
+// the page cache, through every engine.
+func TestFileDirect(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		name := filepath.Join(t.TempDir(), "direct")
+		f, err := OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_DIRECT, 0o600, WithEngine(e))
+		if errors.Is(err, syscall.EINVAL) {
+			t.Skipf("O_DIRECT here: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		w := alignedBuf(64 << 10)
+		for i := range w {
+			w[i] = byte(i * 7)
+		}
+		if n, err := f.WriteAt(w, 4096); n != len(w) || err != nil {
+			t.Fatalf("O_DIRECT WriteAt = %d, %v", n, err)
+		}
+		r := alignedBuf(len(w))
+		if n, err := f.ReadAt(r, 4096); n != len(r) || err != nil || !bytes.Equal(r, w) {
+			t.Fatalf("O_DIRECT ReadAt = %d, %v, same bytes %v", n, err, bytes.Equal(r, w))
+		}
+	})
 }
