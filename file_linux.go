@@ -30,6 +30,10 @@ type File struct {
 	ref  *engineRef
 	ring bool // requests go to fl
 	fl   uringp.FileLoop
+	// tryCache: a read first asks the page cache without waiting
+	// (preadv2 with RWF_NOWAIT) and goes to the ring only if the data is
+	// not there; not for O_DIRECT, which never reads the cache.
+	tryCache atomic.Bool
 
 	mu      sync.RWMutex // requests hold it shared; Close exclusively
 	closed  atomic.Bool
@@ -89,6 +93,8 @@ func newFile(fd int, name string, opts []Option) (*File, error) {
 	f := &File{fd: fd, name: name, ref: ref, closing: make(chan struct{})}
 	if e, ok := ref.eng.(*uringp.Engine); ok {
 		f.ring, f.fl = true, e.FileLoop()
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		f.tryCache.Store(err == nil && fl&unix.O_DIRECT == 0)
 	}
 	return f, nil
 }
@@ -214,6 +220,21 @@ func (f *File) do(ctx context.Context, op uint8, p []byte, off int64) (int, erro
 	}
 	if !f.ring {
 		return f.syscall(op, p, off)
+	}
+	if op == uringp.FileRead && off >= 0 && f.tryCache.Load() {
+		// A read the page cache holds costs a system call and no
+		// hand-off to the loop; one it does not goes to the ring.
+		n, err := unix.Preadv2(f.fd, [][]byte{p}, off, unix.RWF_NOWAIT)
+		if err == nil {
+			return n, nil
+		}
+		if err != unix.EAGAIN && err != unix.EINTR {
+			if err == unix.EOPNOTSUPP || err == unix.EINVAL {
+				f.tryCache.Store(false) // no RWF_NOWAIT for this file
+			} else {
+				return 0, err
+			}
+		}
 	}
 	for {
 		req := uringp.FileOp{Op: op, Fd: f.fd, Buf: p, Off: off}
