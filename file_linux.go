@@ -114,19 +114,31 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	if off < 0 {
 		return 0, &os.PathError{Op: "readat", Path: f.name, Err: errors.New("negative offset")}
 	}
+	n, err := f.transfer(ctx, uringp.FileRead, p, off)
+	if err == io.ErrUnexpectedEOF {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// transfer runs requests of op until p is done, as ReadAt and WriteAt
+// want; a request that moves nothing ends it with io.ErrUnexpectedEOF.
+func (f *File) transfer(ctx context.Context, op uint8, p []byte, off int64) (int, error) {
 	n := 0
 	for n < len(p) {
-		m, err := f.do(ctx, uringp.FileRead, p[n:], off+int64(n))
+		m, err := f.do(ctx, op, p[n:], off+int64(n))
 		n += m
 		if err != nil {
-			return n, f.pathError("read", err)
+			return n, f.pathError(opNames[op], err)
 		}
 		if m == 0 {
-			return n, io.EOF
+			return n, io.ErrUnexpectedEOF
 		}
 	}
 	return n, nil
 }
+
+var opNames = [...]string{uringp.FileRead: "read", uringp.FileWrite: "write"}
 
 // Read reads up to len(p) bytes at the file's position and advances it,
 // as os.File's Read does (io.EOF at the end). For pipes and devices, where
@@ -159,18 +171,11 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	if off < 0 {
 		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: errors.New("negative offset")}
 	}
-	n := 0
-	for n < len(p) {
-		m, err := f.do(ctx, uringp.FileWrite, p[n:], off+int64(n))
-		n += m
-		if err != nil {
-			return n, f.pathError("write", err)
-		}
-		if m == 0 {
-			return n, f.pathError("write", io.ErrShortWrite)
-		}
+	n, err := f.transfer(ctx, uringp.FileWrite, p, off)
+	if err == io.ErrUnexpectedEOF {
+		err = f.pathError("write", io.ErrShortWrite)
 	}
-	return n, nil
+	return n, err
 }
 
 // Sync commits the file's data and metadata to storage (fsync(2)).

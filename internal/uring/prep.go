@@ -105,18 +105,14 @@ func (s *SQE) PrepRead(fd int, b []byte) {
 
 // PrepReadAt prepares a read of len(b) bytes into b at file offset off
 // (-1: at the file's position, which it advances).
-func (s *SQE) PrepReadAt(fd int, b []byte, off int64) {
-	s.Opcode = OpRead
-	s.Fd = int32(fd)
-	s.Addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-	s.Len = uint32(len(b))
-	s.Off = uint64(off)
-}
+func (s *SQE) PrepReadAt(fd int, b []byte, off int64) { s.prepRW(OpRead, fd, b, off) }
 
 // PrepWriteAt prepares a write of b at file offset off (-1: at the
 // file's position).
-func (s *SQE) PrepWriteAt(fd int, b []byte, off int64) {
-	s.Opcode = OpWrite
+func (s *SQE) PrepWriteAt(fd int, b []byte, off int64) { s.prepRW(OpWrite, fd, b, off) }
+
+func (s *SQE) prepRW(op uint8, fd int, b []byte, off int64) {
+	s.Opcode = op
 	s.Fd = int32(fd)
 	s.Addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 	s.Len = uint32(len(b))
