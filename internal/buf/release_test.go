@@ -444,3 +444,87 @@ func TestAbandon(t *testing.T) {
 		t.Fatalf("after Abandon, contents %q", got)
 	}
 }
+
+// TestScratchCopies: a Next or Peek across nodes of smallScratch bytes or
+// more copies into a pooled node that the next Release frees and Abandon
+// never reuses; below smallScratch and above maxClass the copy is a heap
+// slice. The copy never counts as held input.
+func TestScratchCopies(t *testing.T) {
+	const half = 3 << 10 // two nodes of 3 KiB: reads of up to 6 KiB span them
+	tests := []struct {
+		name   string
+		n      int
+		peek   bool
+		pooled bool
+	}{
+		{"small next", smallScratch - 1, false, false},
+		{"next", 4 << 10, false, true},
+		{"peek", 4 << 10, true, true},
+		{"whole", 2 * half, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			a, c := strings.Repeat("a", half), strings.Repeat("c", half)
+			commitNodes(b, a, c)
+			b.Skip(half - tc.n/2) // the read straddles the two nodes
+			want := (a + c)[half-tc.n/2:][:tc.n]
+			var p []byte
+			if tc.peek {
+				p = b.Peek(tc.n)
+			} else {
+				p = b.Next(tc.n)
+			}
+			if string(p) != want || cap(p) != len(p) {
+				t.Fatalf("read %d bytes (cap %d), content ok %v", len(p), cap(p), string(p) == want)
+			}
+			scratch := b.head != nil && b.head.r == b.head.w && b.head.w == tc.n && &b.head.buf[0] == &p[0]
+			if scratch != tc.pooled {
+				t.Fatalf("copy in a pooled node at head: %v, want %v", scratch, tc.pooled)
+			}
+			if b.Held() != 2*half {
+				t.Fatalf("Held %d after the copy, want %d", b.Held(), 2*half)
+			}
+			if tc.pooled {
+				s := b.head
+				b.Release()
+				if b.head == s {
+					t.Fatal("Release kept the scratch node")
+				}
+			}
+			b.Discard()
+		})
+	}
+	t.Run("too big for a class", func(t *testing.T) {
+		b := New()
+		big := []byte(strings.Repeat("x", maxClass))
+		b.Append(big)
+		b.Append(big)
+		b.Skip(1)
+		head := b.head
+		if p := b.Next(maxClass + 1); len(p) != maxClass+1 || b.head != head {
+			t.Fatal("a copy above maxClass went into a node")
+		}
+		b.Discard()
+	})
+	t.Run("abandoned", func(t *testing.T) {
+		b := New()
+		commitNodes(b, strings.Repeat("a", half), strings.Repeat("b", half))
+		b.Skip(half - 1000)
+		p := b.Next(2000)
+		want := string(p)
+		b.Abandon()
+		for range 64 { // fill fresh pooled nodes: none may be p's
+			x := New()
+			sp := x.WriteSpace(4 << 10)
+			for i := range sp {
+				sp[i] = 'z'
+			}
+			x.Commit(len(sp))
+			x.Discard()
+		}
+		if string(p) != want {
+			t.Fatal("a scratch copy was reused after Abandon")
+		}
+	})
+}
