@@ -22,9 +22,18 @@ import (
 	"time"
 )
 
-// ltRing is the buffer ring of the lifetime tests: eight 4 KiB buffers, so
-// that a buffer recycled too early is soon refilled by another connection.
-var ltRing = []Option{WithLoops(1), WithBufferRing(8, 4096)}
+// ltRings are the buffer rings of the lifetime tests, small so that a
+// buffer recycled too early is soon refilled by another connection: eight
+// 4 KiB buffers, each taken whole by a recv, and four of 16 KiB, consumed
+// incrementally where the kernel can (each holding the input of several
+// recvs and connections).
+var ltRings = []struct {
+	name string
+	opts []Option
+}{
+	{"whole", []Option{WithLoops(1), WithBufferRing(8, 4096)}},
+	{"incremental", []Option{WithLoops(1), WithBufferRing(4, 16<<10)}},
+}
 
 // ltHeld is how many bytes the victim's reader holds.
 const ltHeld = 4000
@@ -120,18 +129,20 @@ func ltCompare(held, want []byte) error {
 // only recycling waits.
 func TestLifetimeHeldSliceAfterClose(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, cl := range ltClosers {
-			for _, style := range tsBlockingStyles {
-				if cl.server && style != tsHandler {
-					continue
+		for _, ring := range ltRings {
+			for _, cl := range ltClosers {
+				for _, style := range tsBlockingStyles {
+					if cl.server && style != tsHandler {
+						continue
+					}
+					t.Run(ring.name+"/"+cl.name+"/"+string(style), func(t *testing.T) { ltHeldSlice(t, e, ring.opts, cl, style) })
 				}
-				t.Run(cl.name+"/"+string(style), func(t *testing.T) { ltHeldSlice(t, e, cl, style) })
 			}
 		}
 	})
 }
 
-func ltHeldSlice(t *testing.T, e Engine, cl ltCloser, style tsStyle) {
+func ltHeldSlice(t *testing.T, e Engine, ltRing []Option, cl ltCloser, style tsStyle) {
 	opts := append(append([]Option{}, ltRing...), cl.opts...)
 	// Both listeners share one engine (same loops and ring): the victim's
 	// buffers and the others' come from one ring.
@@ -260,93 +271,97 @@ func ltRetired(ln *Listener) uint64 {
 // again and releases it; connections are closed at random points under
 // those readers. Every check must see only the connection's own letter.
 func TestLifetimeCloseRacesReader(t *testing.T) {
-	const clients = 8
 	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, style := range tsBlockingStyles {
-			t.Run(string(style), func(t *testing.T) {
-				ln := listen(t, e, "tcp", ltRing...)
-				var bad atomic.Value
-				var checked atomic.Int64
-				var seen sync.Map
-				conns := make(chan *Conn, clients)
-				announce := func(c *Conn) {
-					if _, dup := seen.LoadOrStore(c, true); !dup {
-						conns <- c
-					}
-				}
-				read := func(c *Conn, letter byte) error {
-					r := c.Reader()
-					b, err := r.Next(min(max(r.Len(), 1), 3000))
-					if err != nil {
-						return err
-					}
-					for round := range 2 {
-						if i := bytes.IndexFunc(b, func(r rune) bool { return r != rune(letter) }); i >= 0 {
-							bad.CompareAndSwap(nil, fmt.Errorf("check %d of a slice of %q bytes found %q at %d", round, letter, b[i], i))
-						}
-						checked.Add(1)
-						announce(c) // closed only after a first check
-						runtime.Gosched()
-					}
-					return r.Release()
-				}
-				first := func(c *Conn) (byte, error) {
-					b, err := c.Reader().Peek(1)
-					if err != nil {
-						return 0, err
-					}
-					return b[0], nil
-				}
-				switch style {
-				case tsHandler:
-					tsServeHandler(t, ln, func(ctx context.Context, c *Conn) error {
-						letter, err := first(c)
-						if err == nil {
-							err = read(c, letter)
-						}
-						return err
-					}, ltRing...)
-				default:
-					tsServeConns(t, ln, func(c *Conn) {
-						letter, err := first(c)
-						for err == nil {
-							err = read(c, letter)
-						}
-					})
-				}
-				var wg sync.WaitGroup
-				for i := range clients {
-					peer := tsDialStd(t, "tcp", ln.Addr().String())
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						chunk := bytes.Repeat([]byte{'A' + byte(i)}, 16<<10)
-						peer.SetDeadline(time.Now().Add(tsTimeout))
-						for j := 0; j < 256; j++ {
-							if _, err := peer.Write(chunk); err != nil {
-								return // closed by the server
-							}
-						}
-					}()
-				}
-				// Each connection is closed after a random number of yields,
-				// somewhere in its readers' Next, check, yield, Release.
-				rng := rand.New(rand.NewPCG(uint64(e), 7))
-				for range clients {
-					c := tsRecv(t, conns, "a connection to close")
-					for range rng.IntN(200) {
-						runtime.Gosched()
-					}
-					c.Close()
-				}
-				wg.Wait()
-				if err, _ := bad.Load().(error); err != nil {
-					t.Fatal(err)
-				}
-				if checked.Load() == 0 {
-					t.Fatal("no slice was checked")
-				}
-			})
+		for _, ring := range ltRings {
+			for _, style := range tsBlockingStyles {
+				t.Run(ring.name+"/"+string(style), func(t *testing.T) { ltCloseRaces(t, e, ring.opts, style) })
+			}
 		}
 	})
+}
+
+func ltCloseRaces(t *testing.T, e Engine, ltRing []Option, style tsStyle) {
+	const clients = 8
+	ln := listen(t, e, "tcp", ltRing...)
+	var bad atomic.Value
+	var checked atomic.Int64
+	var seen sync.Map
+	conns := make(chan *Conn, clients)
+	announce := func(c *Conn) {
+		if _, dup := seen.LoadOrStore(c, true); !dup {
+			conns <- c
+		}
+	}
+	read := func(c *Conn, letter byte) error {
+		r := c.Reader()
+		b, err := r.Next(min(max(r.Len(), 1), 3000))
+		if err != nil {
+			return err
+		}
+		for round := range 2 {
+			if i := bytes.IndexFunc(b, func(r rune) bool { return r != rune(letter) }); i >= 0 {
+				bad.CompareAndSwap(nil, fmt.Errorf("check %d of a slice of %q bytes found %q at %d", round, letter, b[i], i))
+			}
+			checked.Add(1)
+			announce(c) // closed only after a first check
+			runtime.Gosched()
+		}
+		return r.Release()
+	}
+	first := func(c *Conn) (byte, error) {
+		b, err := c.Reader().Peek(1)
+		if err != nil {
+			return 0, err
+		}
+		return b[0], nil
+	}
+	switch style {
+	case tsHandler:
+		tsServeHandler(t, ln, func(ctx context.Context, c *Conn) error {
+			letter, err := first(c)
+			if err == nil {
+				err = read(c, letter)
+			}
+			return err
+		}, ltRing...)
+	default:
+		tsServeConns(t, ln, func(c *Conn) {
+			letter, err := first(c)
+			for err == nil {
+				err = read(c, letter)
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	for i := range clients {
+		peer := tsDialStd(t, "tcp", ln.Addr().String())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			chunk := bytes.Repeat([]byte{'A' + byte(i)}, 16<<10)
+			peer.SetDeadline(time.Now().Add(tsTimeout))
+			for j := 0; j < 256; j++ {
+				if _, err := peer.Write(chunk); err != nil {
+					return // closed by the server
+				}
+			}
+		}()
+	}
+	// Each connection is closed after a random number of yields,
+	// somewhere in its readers' Next, check, yield, Release.
+	rng := rand.New(rand.NewPCG(uint64(e), 7))
+	for range clients {
+		c := tsRecv(t, conns, "a connection to close")
+		for range rng.IntN(200) {
+			runtime.Gosched()
+		}
+		c.Close()
+	}
+	wg.Wait()
+	if err, _ := bad.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if checked.Load() == 0 {
+		t.Fatal("no slice was checked")
+	}
 }

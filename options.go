@@ -218,9 +218,16 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBufferRing sets the provided buffers each io_uring loop receives
 // into: count buffers (a power of two, 1 to 32768) of size bytes (512 to
-// 1 MiB). Default: 4096 buffers of 4096 bytes, 16 MiB per loop. One
-// connection may hold at most a quarter of them (its input high-water mark
-// is lowered to fit). Epoll and uring-reactor ignore it.
+// 1 MiB). Buffers of 16 KiB or more are consumed incrementally where the
+// kernel can (Linux 6.12): each receive takes only the bytes it filled, so
+// one buffer holds many messages, of any connections, and a message up to
+// the buffer's size usually lands in one piece that the Reader hands out
+// without a copy; the buffer goes back to the kernel once every reader of
+// a piece of it released it. Smaller buffers are taken whole by each
+// receive. Default: 256 buffers of 64 KiB where the kernel consumes
+// incrementally, else 4096 of 4 KiB; 16 MiB per loop either way. One
+// connection may hold at most a quarter of the ring's bytes (its input
+// high-water mark is lowered to fit). Epoll and uring-reactor ignore it.
 func WithBufferRing(count, size int) Option {
 	return func(c *config) {
 		if count < 1 || count > 1<<15 || count&(count-1) != 0 {

@@ -157,65 +157,83 @@ func TestUringTinyBufferRing(t *testing.T) {
 		data[i] = tsRandom(uint64(100+i), 1<<20+rng.IntN(3<<20))
 	}
 	for _, e := range ufProactors {
-		for _, style := range tsStyles {
-			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
-				ln := listen(t, e, "tcp", WithBufferRing(4, 512), WithLoops(1))
-				before := ufStats(ln) // the engine may linger from the last subtest
-				dry := make(chan struct{})
-				conn, handler := ufGatedEcho(func(*Conn) {
-					select {
-					case <-dry:
-					case <-time.After(tsTimeout):
-					}
+		for _, ring := range ufTinyRings {
+			for _, style := range tsStyles {
+				t.Run(e.String()+"/"+ring.name+"/"+string(style), func(t *testing.T) {
+					ufTinyRing(t, e, ring.size, style, data)
 				})
-				if style == tsInline {
-					close(dry)
-				}
-				srv := tsServe(t, ln, style, conn, handler)
-				errs := make(chan error, clients)
-				for i := range clients {
-					c := tsDialStd(t, "tcp", ln.Addr().String())
-					go func() {
-						err := tsBulkRoundTrip(c, data[i], uint64(i))
-						c.Close()
-						if err != nil {
-							err = fmt.Errorf("client %d (%d bytes): %w", i, len(data[i]), err)
-						}
-						errs <- err
-					}()
-				}
-				if style != tsInline {
-					tsEventually(t, "the ring to run dry", func() bool { return ufStats(ln).ENOBUFS > before.ENOBUFS })
-					close(dry)
-				}
-				for range clients {
-					select {
-					case err := <-errs:
-						if err != nil {
-							t.Error(err)
-						}
-					case <-time.After(tsTimeout):
-						// Say where the buffers are: a hang with every
-						// buffer out and ENOBUFS is the ring left dry.
-						t.Fatalf("timed out waiting for the bulk round trips; %v", ufStats(ln))
-					}
-				}
-				tsEventually(t, "the server to close every connection", func() bool { return srv.live() == 0 })
-				ufBuffersBack(t, ln)
-				s := ufStats(ln)
-				t.Logf("%v", s)
-				if style != tsInline && s.Rearms == before.Rearms {
-					t.Errorf("no receive was re-armed after the ring ran dry (%v)", s)
-				}
-				var total uint64
-				for _, d := range data {
-					total += uint64(len(d))
-				}
-				if s.BytesIn-before.BytesIn != total {
-					t.Errorf("the loop received %d bytes, want the %d bytes sent", s.BytesIn-before.BytesIn, total)
-				}
-			})
+			}
 		}
+	}
+}
+
+// ufTinyRings are the tiny provided-buffer rings of the fault tests: 512-byte
+// buffers, each taken whole by a recv, and 16 KiB ones, consumed
+// incrementally where the kernel can.
+var ufTinyRings = []struct {
+	name string
+	size int
+}{
+	{"whole", 512},
+	{"incremental", 16 << 10},
+}
+
+func ufTinyRing(t *testing.T, e Engine, size int, style tsStyle, data [][]byte) {
+	const clients = 8
+	ln := listen(t, e, "tcp", WithBufferRing(4, size), WithLoops(1))
+	before := ufStats(ln) // the engine may linger from the last subtest
+	dry := make(chan struct{})
+	conn, handler := ufGatedEcho(func(*Conn) {
+		select {
+		case <-dry:
+		case <-time.After(tsTimeout):
+		}
+	})
+	if style == tsInline {
+		close(dry)
+	}
+	srv := tsServe(t, ln, style, conn, handler)
+	errs := make(chan error, clients)
+	for i := range clients {
+		c := tsDialStd(t, "tcp", ln.Addr().String())
+		go func() {
+			err := tsBulkRoundTrip(c, data[i], uint64(i))
+			c.Close()
+			if err != nil {
+				err = fmt.Errorf("client %d (%d bytes): %w", i, len(data[i]), err)
+			}
+			errs <- err
+		}()
+	}
+	if style != tsInline {
+		tsEventually(t, "the ring to run dry", func() bool { return ufStats(ln).ENOBUFS > before.ENOBUFS })
+		close(dry)
+	}
+	for range clients {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(tsTimeout):
+			// Say where the buffers are: a hang with every
+			// buffer out and ENOBUFS is the ring left dry.
+			t.Fatalf("timed out waiting for the bulk round trips; %v", ufStats(ln))
+		}
+	}
+	tsEventually(t, "the server to close every connection", func() bool { return srv.live() == 0 })
+	ufBuffersBack(t, ln)
+	s := ufStats(ln)
+	t.Logf("%v", s)
+	if style != tsInline && s.Rearms == before.Rearms {
+		t.Errorf("no receive was re-armed after the ring ran dry (%v)", s)
+	}
+	var total uint64
+	for _, d := range data {
+		total += uint64(len(d))
+	}
+	if s.BytesIn-before.BytesIn != total {
+		t.Errorf("the loop received %d bytes, want the %d bytes sent", s.BytesIn-before.BytesIn, total)
 	}
 }
 
@@ -227,31 +245,37 @@ func TestUringTinyBufferRing(t *testing.T) {
 func TestUringBufferRingOneBufferPerConn(t *testing.T) {
 	needUring(t)
 	for _, e := range ufProactors {
-		for _, n := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/buffers=%d", e, n), func(t *testing.T) {
-				ln := listen(t, e, "tcp", WithBufferRing(n, 512), WithLoops(1))
-				srv := tsServeEcho(t, ln, tsNetConn)
-				var cs []net.Conn
-				for i := range n {
-					c := tsDialStd(t, "tcp", ln.Addr().String())
-					if err := ufEchoWithin(c, fmt.Sprintf("first %d", i), tsTimeout); err != nil {
-						t.Fatalf("conn %d, first message: %v (%v)", i, err, ufStats(ln))
-					}
-					cs = append(cs, c)
-				}
-				for i, c := range cs {
-					if err := ufEchoWithin(c, fmt.Sprintf("second %d", i), tsTimeout); err != nil {
-						t.Fatalf("conn %d, second message, with %d connections on %d buffers: %v (%v)", i, n, n, err, ufStats(ln))
-					}
-				}
-				for _, c := range cs {
-					c.Close()
-				}
-				tsEventually(t, "the server to close every connection", func() bool { return srv.live() == 0 })
-				ufBuffersBack(t, ln)
-			})
+		for _, ring := range ufTinyRings {
+			for _, n := range []int{1, 4} {
+				t.Run(fmt.Sprintf("%s/%s/buffers=%d", e, ring.name, n), func(t *testing.T) {
+					ufOneBufferPerConn(t, e, n, ring.size)
+				})
+			}
 		}
 	}
+}
+
+func ufOneBufferPerConn(t *testing.T, e Engine, n, size int) {
+	ln := listen(t, e, "tcp", WithBufferRing(n, size), WithLoops(1))
+	srv := tsServeEcho(t, ln, tsNetConn)
+	var cs []net.Conn
+	for i := range n {
+		c := tsDialStd(t, "tcp", ln.Addr().String())
+		if err := ufEchoWithin(c, fmt.Sprintf("first %d", i), tsTimeout); err != nil {
+			t.Fatalf("conn %d, first message: %v (%v)", i, err, ufStats(ln))
+		}
+		cs = append(cs, c)
+	}
+	for i, c := range cs {
+		if err := ufEchoWithin(c, fmt.Sprintf("second %d", i), tsTimeout); err != nil {
+			t.Fatalf("conn %d, second message, with %d connections on %d buffers: %v (%v)", i, n, n, err, ufStats(ln))
+		}
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	tsEventually(t, "the server to close every connection", func() bool { return srv.live() == 0 })
+	ufBuffersBack(t, ln)
 }
 
 // ufEchoWithin is tsEchoOnce bounded by d.

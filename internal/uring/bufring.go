@@ -28,6 +28,13 @@ type BufRing struct {
 // 32768) as group bgid of ring r. It starts empty: Add buffers, then
 // Advance.
 func NewBufRing(r *Ring, n int, bgid uint16) (*BufRing, error) {
+	return NewBufRingFlags(r, n, bgid, 0)
+}
+
+// NewBufRingFlags is NewBufRing with registration flags (PbufRingInc), as
+// liburing's io_uring_setup_buf_ring takes them. A kernel that does not
+// know a flag fails with EINVAL.
+func NewBufRingFlags(r *Ring, n int, bgid, flags uint16) (*BufRing, error) {
 	if n <= 0 || n > 1<<15 || n&(n-1) != 0 {
 		return nil, fmt.Errorf("io_uring: buffer ring of %d entries: want a power of two up to 32768", n)
 	}
@@ -36,7 +43,7 @@ func NewBufRing(r *Ring, n int, bgid uint16) (*BufRing, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	reg := BufReg{RingAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))), RingEntries: uint32(n), Bgid: bgid}
+	reg := BufReg{RingAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))), RingEntries: uint32(n), Bgid: bgid, Flags: flags}
 	if _, err := register(r.fd, RegisterPbufRing, unsafe.Pointer(&reg), 1); err != nil {
 		unix.Munmap(mem)
 		return nil, os.NewSyscallError("io_uring_register(PBUF_RING)", err)

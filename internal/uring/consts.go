@@ -131,6 +131,13 @@ const (
 // table of empty slots.
 const RsrcRegisterSparse = 1 << 0
 
+// PbufRingInc (IOU_PBUF_RING_INC, 6.12), a flag of BufReg: the kernel
+// consumes each buffer of the ring incrementally, a completion taking only
+// the bytes it filled, so one buffer serves several completions, each
+// starting where the one before ended. A completion whose buffer the
+// kernel will fill further carries CQEFBufMore.
+const PbufRingInc = 1 << 1
+
 // Feature flags (IORING_FEAT_*), reported in Params.Features.
 const (
 	FeatSingleMmap     = 1 << 0

@@ -325,6 +325,7 @@ func TestConstants(t *testing.T) {
 		{"IORING_UNREGISTER_PBUF_RING", UnregisterPbufRing, 23},
 		{"IORING_REGISTER_SYNC_CANCEL", RegisterSyncCancel, 24},
 		{"IORING_REGISTER_PBUF_STATUS", RegisterPbufStatus, 26},
+		{"IOU_PBUF_RING_INC", PbufRingInc, 2},
 		{"IORING_REGISTER_SEND_MSG_RING", RegisterSendMsgRing, 31},
 		{"IORING_REGISTER_USE_REGISTERED_RING", registerUseRegisteredFD, 0x80000000},
 

@@ -143,15 +143,21 @@ func (h *harness) requireOps(ops ...uint8) {
 // them all.
 func (h *harness) bufRing(n, size int, bgid uint16) (*BufRing, *Arena) {
 	h.t.Helper()
+	return h.bufRingFlags(n, size, bgid, 0)
+}
+
+// bufRingFlags is bufRing with registration flags.
+func (h *harness) bufRingFlags(n, size int, bgid, flags uint16) (*BufRing, *Arena) {
+	h.t.Helper()
 	arena, err := NewArena(n, size)
 	if err != nil {
 		h.t.Fatalf("NewArena: %v", err)
 	}
 	h.arenas = append(h.arenas, arena)
-	br, err := NewBufRing(h.r, n, bgid)
+	br, err := NewBufRingFlags(h.r, n, bgid, flags)
 	if err != nil {
 		if errors.Is(err, syscall.EINVAL) {
-			h.t.Skipf("no provided-buffer rings (IORING_REGISTER_PBUF_RING, Linux 5.19): %v", err)
+			h.t.Skipf("no provided-buffer rings with flags %#x (IORING_REGISTER_PBUF_RING 5.19, IOU_PBUF_RING_INC 6.12): %v", flags, err)
 		}
 		h.t.Fatalf("NewBufRing: %v", err)
 	}
@@ -382,6 +388,64 @@ func TestMultishotRecv(t *testing.T) {
 	if cc.Res != 0 || len(fin) != 1 || fin[0].Res != errno(syscall.ECANCELED) {
 		t.Errorf("cancel: own CQE %s, target %s; want res 0 and one -ECANCELED", fmtCQEs([]CQE{cc}), fmtCQEs(fin))
 	}
+}
+
+// TestMultishotRecvIncremental: with IOU_PBUF_RING_INC each arrival takes
+// only the bytes it needs from the buffer at the ring's head, starting
+// where the one before ended, and says CQEFBufMore while the buffer has
+// room left; the arrival that fills it lacks the flag, and the next one
+// starts the next buffer. The EOF that ends the request takes nothing:
+// uringp relies on its flags (logged) carrying no buffer it must count.
+func TestMultishotRecvIncremental(t *testing.T) {
+	h := newHarness(t, 8, 64)
+	h.requireOps(OpRecv)
+	br, arena := h.bufRingFlags(2, 64, 3, PbufRingInc)
+	a, b := h.socketpair()
+	const ud = 0x5ec0003
+	s := h.sqe()
+	s.PrepRecvMultishot(a, 0, br.Bgid)
+	s.UserData = ud
+	h.submit()
+	fill := strings.Repeat("f", 60)
+	type piece struct {
+		bid      uint16
+		from, to int
+		more     bool
+	}
+	for i, step := range []struct {
+		msg  string
+		want []piece
+	}{
+		{"abc", []piece{{0, 0, 3, true}}},
+		{"defgh", []piece{{0, 3, 8, true}}},
+		// 56 bytes finish buffer 0, the other 4 start buffer 1.
+		{fill, []piece{{0, 8, 64, false}, {1, 0, 4, true}}},
+	} {
+		h.write(b, step.msg)
+		cs := h.reapN(len(step.want))
+		skipIfEINVAL(t, cs[0], "multishot recv (Linux 6.0)")
+		if len(cs) != len(step.want) {
+			t.Fatalf("arrival %d: %s, want %d CQEs", i, fmtCQEs(cs), len(step.want))
+		}
+		got := ""
+		for j, c := range cs {
+			w := step.want[j]
+			if c.UserData != ud || c.Flags&CQEFBuffer == 0 || !c.More() || c.BufID() != w.bid ||
+				c.Res != int32(w.to-w.from) || (c.Flags&CQEFBufMore != 0) != w.more {
+				t.Fatalf("arrival %d, CQE %d: %s, want bid %d res %d buf_more %v", i, j, fmtCQEs(cs), w.bid, w.to-w.from, w.more)
+			}
+			got += string(arena.Buf(int(w.bid))[w.from:w.to])
+		}
+		if got != step.msg {
+			t.Fatalf("arrival %d: buffers hold %q, want %q", i, got, step.msg)
+		}
+	}
+	h.closeFD(b)
+	cs := h.reapFinal(ud)
+	if c := cs[len(cs)-1]; c.Res != 0 || c.More() {
+		t.Fatalf("EOF: %s, want res 0 without F_MORE", fmtCQEs(cs))
+	}
+	t.Logf("EOF CQE: %s", fmtCQEs(cs))
 }
 
 // TestMultishotRecvEOF: the peer's close ends the multishot recv with a

@@ -19,6 +19,16 @@ import (
 // destroyed while a reader still held slices of it is retired instead:
 // its id gets new memory before it goes back in the ring, and the old
 // memory is never handed out again.
+//
+// With incremental consumption (inc, uring.PbufRingInc) the buffers are
+// large and each recv takes only the bytes it filled from the buffer at
+// the ring's head, after those of the recv before: one buffer holds the
+// input of many recvs, of any connections of the loop, and a message
+// lands whole in it more often than not. Such a buffer goes back in the
+// ring once the kernel has moved past it (a completion without
+// CQEFBufMore) and every input that links a piece of it has let go: its
+// bufRef counts both (refs). If any of those inputs retired its piece,
+// the whole buffer is retired when the count reaches zero.
 type bufPool struct {
 	l        *loop
 	arena    *uring.Arena
@@ -26,6 +36,10 @@ type bufPool struct {
 	refs     []bufRef // per buffer id, so a recv allocates nothing
 	returned idStack  // released by readers, not yet back in the ring
 	retired  idStack  // retired, not yet given new memory
+	inc      bool     // incremental consumption
+	// filled[i] is how many bytes of buffer i the kernel has filled
+	// since it was last put in the ring (inc only). Loop only.
+	filled []int32
 	// taken counts the buffers out of the ring as the loop sees it: taken
 	// by the kernel (recv CQEs that carried one) and not yet put back by
 	// replenish. Loop only. The stat BuffersOut differs: a buffer leaves
@@ -93,25 +107,68 @@ func (b *bufPool) took() {
 	b.l.stats.BuffersOut.Add(1)
 }
 
-func newBufPool(l *loop, count, size int) (*bufPool, error) {
+func newBufPool(l *loop, count, size int, inc bool) (*bufPool, error) {
 	arena, err := getArena(count, size)
 	if err != nil {
 		return nil, err
 	}
-	ring, err := uring.NewBufRing(l.ring, count, 0)
+	var flags uint16
+	if inc {
+		flags = uring.PbufRingInc
+	}
+	ring, err := uring.NewBufRingFlags(l.ring, count, 0, flags)
 	if err != nil {
 		putArena(arena)
 		return nil, err
 	}
-	b := &bufPool{l: l, arena: arena, ring: ring, refs: make([]bufRef, count)}
+	b := &bufPool{l: l, arena: arena, ring: ring, refs: make([]bufRef, count), inc: inc}
 	b.returned.next = make([]uint32, count)
 	b.retired.next = make([]uint32, count)
+	if inc {
+		b.filled = make([]int32, count)
+	}
 	for i := range count {
-		b.refs[i] = bufRef{b, uint16(i)}
-		ring.Add(arena.Buf(i), uint16(i), i)
+		b.refs[i] = bufRef{b: b, bid: uint16(i)}
+		b.add(uint16(i), i)
 	}
 	ring.Advance(count)
 	return b, nil
+}
+
+// add puts buffer bid in the ring at offset places past its tail (to be
+// published by Advance). Loop only.
+func (b *bufPool) add(bid uint16, offset int) {
+	if b.inc {
+		b.filled[bid] = 0
+		b.refs[bid].n.Store(1) // the kernel's, until it moves past the buffer
+	}
+	b.ring.Add(b.arena.Buf(int(bid)), bid, offset)
+}
+
+// fill records that a recv completion filled n bytes of buffer bid, and
+// returns them; more is the completion's CQEFBufMore. Loop only. With
+// hold set, a connection's input is to link the bytes (buf.Owner: the
+// buffer's bufRef).
+func (b *bufPool) fill(bid uint16, n int32, more, hold bool) []byte {
+	if !b.inc {
+		b.took()
+		p := b.arena.Buf(int(bid))[:n]
+		if !hold {
+			b.giveBack(bid) // stale, or nobody will read it
+		}
+		return p
+	}
+	from := b.filled[bid]
+	b.filled[bid] = from + n
+	r := &b.refs[bid]
+	if hold {
+		r.n.Add(1)
+	}
+	if !more {
+		b.took()
+		r.drop() // the kernel's reference: it will not fill the buffer again
+	}
+	return b.arena.Buf(int(bid))[from : from+n]
 }
 
 // bufRef is the owner (buf.Owner) of one provided buffer while a
@@ -119,17 +176,53 @@ func newBufPool(l *loop, count, size int) (*bufPool, error) {
 type bufRef struct {
 	b   *bufPool
 	bid uint16
+	// With incremental consumption: n counts the inputs that link a
+	// piece of the buffer, plus one while the kernel may fill it; retired
+	// says one of those inputs retired its piece.
+	n       atomic.Int32
+	retired atomic.Bool
 }
 
-// Release gives the buffer back to the ring. Safe for concurrent use.
-func (r *bufRef) Release() { r.b.giveBack(r.bid) }
+// Release gives the buffer back to the ring (with incremental
+// consumption: drops a reference). Safe for concurrent use.
+func (r *bufRef) Release() {
+	if r.b.inc {
+		r.drop()
+		return
+	}
+	r.b.giveBack(r.bid)
+}
 
-// Retire takes the buffer's memory out of use for good. Safe for
-// concurrent use.
+// Retire takes the buffer's memory out of use for good (with incremental
+// consumption: once the last reference is dropped). Safe for concurrent
+// use.
 func (r *bufRef) Retire() {
-	r.b.retired.push(r.bid)
-	r.b.l.stats.BuffersRetired.Add(1)
-	r.b.returnedOne()
+	if r.b.inc {
+		r.retired.Store(true) // before the drop, which orders it for the last one
+		r.drop()
+		return
+	}
+	r.b.retire(r.bid)
+}
+
+// drop drops a reference to an incrementally consumed buffer; the last one
+// gives it back, or retires it if a piece of it was retired.
+func (r *bufRef) drop() {
+	if r.n.Add(-1) != 0 {
+		return
+	}
+	if r.retired.Swap(false) {
+		r.b.retire(r.bid)
+		return
+	}
+	r.b.giveBack(r.bid)
+}
+
+// retire queues buffer bid for new memory. Safe for concurrent use.
+func (b *bufPool) retire(bid uint16) {
+	b.retired.push(bid)
+	b.l.stats.BuffersRetired.Add(1)
+	b.returnedOne()
 }
 
 // giveBack queues buffer bid for the ring. Safe for concurrent use.
@@ -169,7 +262,7 @@ func (l *loop) replenish() {
 		}
 	}
 	for i, bid := range l.giving {
-		l.bufs.ring.Add(l.bufs.arena.Buf(int(bid)), bid, i)
+		l.bufs.add(bid, i)
 	}
 	l.bufs.ring.Advance(len(l.giving))
 	l.bufs.taken -= len(l.giving)

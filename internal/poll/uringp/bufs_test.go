@@ -79,3 +79,36 @@ func TestIDStack(t *testing.T) {
 		t.Fatalf("takeAll after pushAll = %v, want [5 1 2 3 4]", got)
 	}
 }
+
+// TestTuningIncremental: the default ring is 256 buffers of 64 KiB consumed
+// incrementally where the kernel can, else 4096 of 4 KiB taken whole; an
+// explicit ring is consumed incrementally from IncMinSize up, where the
+// kernel can.
+func TestTuningIncremental(t *testing.T) {
+	inc := incWorks()
+	t.Logf("the kernel consumes provided buffers incrementally: %v", inc)
+	def := Tuning{}.withDefaults()
+	wantN, wantSize := 4096, 4096
+	if inc {
+		wantN, wantSize = 256, 64<<10
+	}
+	if def.Buffers != wantN || def.BufferSize != wantSize || def.inc != inc {
+		t.Errorf("default ring: %d x %d incremental %v, want %d x %d incremental %v",
+			def.Buffers, def.BufferSize, def.inc, wantN, wantSize, inc)
+	}
+	for _, tc := range []struct {
+		n, size int
+		inc     bool
+	}{
+		{4, 512, false},
+		{4096, 4096, false},
+		{8, IncMinSize - 1, false},
+		{8, IncMinSize, inc},
+		{1024, 1 << 20, inc},
+	} {
+		got := Tuning{Buffers: tc.n, BufferSize: tc.size}.withDefaults()
+		if got.Buffers != tc.n || got.BufferSize != tc.size || got.inc != tc.inc {
+			t.Errorf("%d x %d: got %d x %d incremental %v, want incremental %v", tc.n, tc.size, got.Buffers, got.BufferSize, got.inc, tc.inc)
+		}
+	}
+}

@@ -151,6 +151,48 @@ func probeRecvLimit() bool {
 	return r.PeekCQE(cqe[:]) == 0 || cqe[0].Res != -int32(unix.EINVAL)
 }
 
+// incWorks reports whether the kernel consumes provided buffers
+// incrementally (uring.PbufRingInc, 6.12): it registers such a ring on a
+// socketpair, once per process, and checks that two arrivals land one
+// after the other in the same buffer, that buffer still marked as having
+// room (CQEFBufMore).
+var incWorks = sync.OnceValue(func() bool { return onLockedThread(probeInc) })
+
+func probeInc() bool {
+	r, err := newLoopRing(8, 16)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	rig, err := newRecvRigFlags(r, 2, uring.PbufRingInc)
+	if err != nil {
+		return false
+	}
+	defer rig.close()
+	sqe := r.GetSQE()
+	sqe.PrepRecvMultishot(rig.sock, 0, 0)
+	var cqe [1]uring.CQE
+	off := 0
+	for _, msg := range []string{"ab", "cde"} {
+		if _, err := unix.Write(rig.peer, []byte(msg)); err != nil {
+			return false
+		}
+		if _, err := r.SubmitAndWaitTimeout(1, time.Second); err != nil && !uring.IsTemporary(err) {
+			return false
+		}
+		if r.PeekCQE(cqe[:]) != 1 {
+			return false
+		}
+		c := cqe[0]
+		if c.Res != int32(len(msg)) || c.Flags&uring.CQEFBuffer == 0 || c.Flags&uring.CQEFBufMore == 0 || c.BufID() != 0 ||
+			string(rig.arena.Buf(0)[off:off+len(msg)]) != msg {
+			return false
+		}
+		off += len(msg)
+	}
+	return true
+}
+
 // recvRig is what the self-tests receive with: a socketpair and a ring of
 // 64-byte provided buffers (group 0).
 type recvRig struct {
@@ -159,12 +201,15 @@ type recvRig struct {
 	sock, peer int // peer is -1 once closed
 }
 
-func newRecvRig(r *uring.Ring, n int) (*recvRig, error) {
+func newRecvRig(r *uring.Ring, n int) (*recvRig, error) { return newRecvRigFlags(r, n, 0) }
+
+// newRecvRigFlags is newRecvRig with buffer ring registration flags.
+func newRecvRigFlags(r *uring.Ring, n int, flags uint16) (*recvRig, error) {
 	arena, err := uring.NewArena(n, 64)
 	if err != nil {
 		return nil, err
 	}
-	br, err := uring.NewBufRing(r, n, 0)
+	br, err := uring.NewBufRingFlags(r, n, 0, flags)
 	if err != nil {
 		arena.Free()
 		return nil, err

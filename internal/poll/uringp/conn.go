@@ -126,13 +126,23 @@ func (l *loop) armRecv(c *conn) {
 		if !l.noRecvLimit {
 			// The kernel stops at the high-water mark by itself: held
 			// input never exceeds it by more than one buffer.
-			sqe.SetRecvLimit(uint32(max(c.fd.InputRoom(), l.tuning.BufferSize)))
+			sqe.SetRecvLimit(uint32(max(c.fd.InputRoom(), l.recvFloor())))
 			c.limited = true
 		}
 		sqe.UserData = userData(kindRecv, c.gen, c.slot)
 	}
 	c.recvArmed = true
 	c.armThread = l.thread
+}
+
+// recvFloor is the smallest byte limit a recv is armed with: a whole
+// buffer, or with incremental consumption a page of one (a recv then
+// takes no more than it is allowed).
+func (l *loop) recvFloor() int {
+	if l.tuning.inc {
+		return min(l.tuning.BufferSize, 4096)
+	}
+	return l.tuning.BufferSize
 }
 
 // useFixed makes sqe name c's fixed-file slot instead of its descriptor,
@@ -162,13 +172,14 @@ func (c *conn) wantsInput() bool {
 // recvDone handles a multishot recv CQE.
 func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	var p []byte
-	if cqe.Flags&uring.CQEFBuffer != 0 {
-		bid := cqe.BufID()
-		l.bufs.took()
-		if c == nil || cqe.Res <= 0 || c.closing {
-			l.bufs.giveBack(bid) // stale, or nobody will read it
-		} else {
-			p = l.bufs.arena.Buf(int(bid))[:cqe.Res]
+	// An incrementally consumed buffer that a completion filled nothing of
+	// stays at the ring's head for the next one (the kernel consumed
+	// nothing); otherwise a buffer a completion carries was taken.
+	if cqe.Flags&uring.CQEFBuffer != 0 && (cqe.Res > 0 || !l.bufs.inc) {
+		hold := c != nil && cqe.Res > 0 && !c.closing
+		p = l.bufs.fill(cqe.BufID(), max(cqe.Res, 0), cqe.Flags&uring.CQEFBufMore != 0, hold)
+		if !hold {
+			p = nil
 		}
 	}
 	if c == nil {

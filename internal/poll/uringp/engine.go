@@ -54,10 +54,15 @@ type Tuning struct {
 	// CQEntries is the completion queue size (default 16 × SQEntries).
 	CQEntries uint32
 	// Buffers is the number of provided receive buffers per loop, a power
-	// of two (default 4096).
-	Buffers int
-	// BufferSize is the size of each receive buffer (default 4096).
+	// of two, and BufferSize the size of each. Buffers of IncMinSize or
+	// more are consumed incrementally where the kernel can
+	// (uring.PbufRingInc), smaller ones whole by each recv. Default, if
+	// both are 0: 256 of 64 KiB where the kernel consumes incrementally,
+	// else 4096 of 4 KiB (16 MiB either way).
+	Buffers    int
 	BufferSize int
+	// inc is set by New: the buffers are consumed incrementally.
+	inc bool
 	// SQThreadIdle is how long an SQPOLL thread spins before sleeping
 	// (uring-sqpoll; default 10 ms).
 	SQThreadIdle time.Duration
@@ -98,12 +103,16 @@ func (t Tuning) withDefaults() Tuning {
 	if t.CQEntries == 0 {
 		t.CQEntries = 16 * t.SQEntries
 	}
+	if t.Buffers == 0 && t.BufferSize == 0 && incWorks() {
+		t.Buffers, t.BufferSize = 256, 64<<10
+	}
 	if t.Buffers == 0 {
 		t.Buffers = 4096
 	}
 	if t.BufferSize == 0 {
 		t.BufferSize = 4096
 	}
+	t.inc = t.BufferSize >= IncMinSize && incWorks()
 	if t.SQThreadIdle == 0 {
 		t.SQThreadIdle = 10 * time.Millisecond
 	}
@@ -112,6 +121,11 @@ func (t Tuning) withDefaults() Tuning {
 	}
 	return t
 }
+
+// IncMinSize is the smallest receive buffer consumed incrementally. Below
+// it a buffer holds few messages, and one recv taking the whole buffer
+// costs less bookkeeping than a count of the pieces in use.
+const IncMinSize = 16 << 10
 
 // Engine is a set of io_uring loops of one mode.
 type Engine struct {

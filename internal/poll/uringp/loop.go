@@ -217,7 +217,7 @@ func (l *loop) setup() error {
 		return err
 	}
 	if l.mode != ModeReactor {
-		if l.bufs, err = newBufPool(l, l.tuning.Buffers, l.tuning.BufferSize); err != nil {
+		if l.bufs, err = newBufPool(l, l.tuning.Buffers, l.tuning.BufferSize, l.tuning.inc); err != nil {
 			return err
 		}
 	}
