@@ -9,9 +9,11 @@ import (
 // Reader is a connection's nocopy reader, in the style of cloudwego/netpoll:
 // it hands out slices of the connection's input buffer instead of copying.
 // Slices it returns are valid until Release (or a Conn.Read, which releases;
-// in a Server handler, also until the handler returns). Its methods block
-// until enough input arrived, honouring the read deadline, and must be used
-// by one goroutine at a time.
+// in a Server handler, also until the handler returns), and are read-only:
+// a Writer may send straight from them after its Flush returned (see
+// Writer.WriteBinary). Its methods block until enough input arrived,
+// honouring the read deadline, and must be used by one goroutine at a
+// time.
 //
 // A slice never shows another connection's bytes, even when its connection
 // is closed under it (by Close from another goroutine, Server.Shutdown,
@@ -135,6 +137,12 @@ func (w *Writer) Malloc(n int) ([]byte, error) {
 // not copied: the caller must not modify b before Flush returns. Flush sends
 // or copies them before it returns, so b may then be reused or released,
 // which makes the netpoll echo (Next, WriteBinary, Flush, Release) safe.
+// One exception saves the copy: a slice the connection's Reader returned
+// from an incrementally consumed receive buffer (the io_uring engines'
+// default, WithBufferRing) is queued as it is, and its buffer stays out of
+// the kernel's hands until the send completed, whenever the reader
+// releases it; such slices are read-only anyway (LoopStats.BuffersShared
+// counts them).
 func (w *Writer) WriteBinary(b []byte) (int, error) {
 	if len(b) >= nocopyThreshold {
 		w.pending().AppendRef(b, nil)

@@ -72,6 +72,12 @@ type LoopStats struct {
 	// A count that keeps growing means readers that do not call Release
 	// before Close; each such buffer costs one allocation.
 	BuffersRetired uint64
+	// BuffersShared counts the slices of input that Writer.WriteBinary
+	// linked and Flush then queued without a copy: with incrementally
+	// consumed receive buffers (WithBufferRing), the reply of an echo goes
+	// out of the buffer its request arrived in, which stays out of the
+	// ring until that send completed.
+	BuffersShared uint64
 }
 
 // Enters returns the io_uring_enter calls of every purpose.
@@ -89,10 +95,10 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d buffers_shared=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts,
-		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired)
+		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.BuffersShared)
 }
 
 // Stats returns the counters of each loop of the engine serving the
@@ -139,5 +145,6 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		BytesOut:       p.BytesOut.Load(),
 		BuffersOut:     p.BuffersOut.Load(),
 		BuffersRetired: p.BuffersRetired.Load(),
+		BuffersShared:  p.BuffersShared.Load(),
 	}
 }

@@ -62,6 +62,7 @@ func ufStats(ln *Listener) LoopStats {
 		s.BytesOut += l.BytesOut
 		s.BuffersOut += l.BuffersOut
 		s.BuffersRetired += l.BuffersRetired
+		s.BuffersShared += l.BuffersShared
 	}
 	return s
 }

@@ -94,6 +94,24 @@ type Owner interface {
 	Retire()
 }
 
+// Sharer is an Owner whose memory stays as it is until the owner hears
+// Release or Retire, however long a buffer keeps it, so that a node of it
+// may move from one buffer to another (Splice) instead of being copied.
+// Shared reports whether that holds of this owner's memory.
+type Sharer interface {
+	Owner
+	Shared() bool
+}
+
+// Counter is an Owner that counts references to its memory, so that one
+// it was given twice may be told Release twice, in any order: AppendRef
+// then extends a node of its memory instead of linking another
+// (LinkBuffer.extendRef). Counts reports whether that holds of this owner.
+type Counter interface {
+	Owner
+	Counts() bool
+}
+
 // free frees n as freeNode does, but keeps a ref node's struct as the
 // buffer's spare when it has none.
 func (b *LinkBuffer) free(n *node) {

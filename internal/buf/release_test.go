@@ -528,3 +528,109 @@ func TestScratchCopies(t *testing.T) {
 		}
 	})
 }
+
+// countingOwner is a Counter and a Sharer that counts references: it
+// starts with refs held by its creator.
+type countingOwner struct{ refs, released, retired int }
+
+func (o *countingOwner) Release()     { o.refs--; o.released++ }
+func (o *countingOwner) Retire()      { o.refs--; o.retired++ }
+func (o *countingOwner) Counts() bool { return true }
+func (o *countingOwner) Shared() bool { return true }
+
+// TestExtendRef: AppendRef of memory that continues the tail's, for the
+// same counting owner, extends the tail and releases the new reference at
+// once; other memory, another owner, an owner that does not count, or a
+// drained tail get a node of their own.
+func TestExtendRef(t *testing.T) {
+	mem := []byte("abcdefghij")
+	tests := []struct {
+		name  string
+		parts [][2]int // [from, to) of mem, appended in order
+		other bool     // the second part has another owner
+		plain bool     // the owner does not count
+		drain bool     // the first part is consumed before the second
+		nodes int
+	}{
+		{"adjacent", [][2]int{{0, 3}, {3, 7}, {7, 10}}, false, false, false, 1},
+		{"gap", [][2]int{{0, 3}, {4, 7}}, false, false, false, 2},
+		{"another owner", [][2]int{{0, 3}, {3, 7}}, true, false, false, 2},
+		{"plain owner", [][2]int{{0, 3}, {3, 7}}, false, true, false, 2},
+		{"drained tail", [][2]int{{0, 3}, {3, 7}}, false, false, true, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New()
+			o, other := &countingOwner{}, &countingOwner{}
+			want := ""
+			for i, p := range tc.parts {
+				var owner Owner = o
+				switch {
+				case tc.plain:
+					owner = &retireCounter{}
+				case tc.other && i == 1:
+					owner = other
+				}
+				if c, ok := owner.(*countingOwner); ok {
+					c.refs++
+				}
+				b.AppendRef(mem[p[0]:p[1]], owner)
+				if tc.drain && i == 0 {
+					b.Next(b.Len())
+				} else {
+					want += string(mem[p[0]:p[1]])
+				}
+			}
+			if got := countNodes(b); got != tc.nodes {
+				t.Errorf("%d nodes, want %d", got, tc.nodes)
+			}
+			if b.tail != nil && cap(b.tail.buf) != len(b.tail.buf) {
+				t.Error("the extended tail exposes a free area")
+			}
+			if got := string(b.Next(b.Len())); got != want {
+				t.Errorf("read %q, want %q", got, want)
+			}
+			b.Release()
+			if o.refs != 0 || other.refs != 0 || o.retired != 0 {
+				t.Errorf("owners left with refs %d and %d (retired %d), want 0", o.refs, other.refs, o.retired)
+			}
+		})
+	}
+}
+
+// TestSpliceShared: Splice moves a ref node whose owner is a Sharer, whole,
+// and its owner hears Release when the destination frees it; ShareRefs
+// gives owners to the ref nodes AppendRef linked without one, and leaves a
+// node to be copied where share declines.
+func TestSpliceShared(t *testing.T) {
+	mem := []byte("shared bytes")
+	src, dst := New(), New()
+	src.AppendRef(mem[:6], nil)
+	src.AppendRef(mem[6:], nil)
+	o := &countingOwner{}
+	src.ShareRefs(func(p []byte) Owner {
+		if string(p) == "shared" {
+			o.refs++
+			return o
+		}
+		return nil
+	})
+	dst.Splice(src)
+	if got := contents(dst); got != "shared bytes" {
+		t.Fatalf("after Splice: %q", got)
+	}
+	if &dst.head.buf[0] != &mem[0] {
+		t.Error("the shared node was copied, not moved")
+	}
+	if &dst.tail.buf[0] == &mem[6] {
+		t.Error("a node share declined was moved, not copied")
+	}
+	if o.refs != 1 || o.released != 0 {
+		t.Fatalf("before the destination freed it: refs %d released %d", o.refs, o.released)
+	}
+	dst.Next(dst.Len())
+	dst.Release()
+	if o.refs != 0 || o.released != 1 {
+		t.Errorf("after the destination freed it: refs %d released %d, want 0 and 1", o.refs, o.released)
+	}
+}

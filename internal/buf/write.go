@@ -1,6 +1,9 @@
 package buf
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // WriteSpace returns free space at the tail of at least min bytes (min < 1
 // is treated as 1): the free area [w, cap) of the tail node if it is large
@@ -114,30 +117,54 @@ func (b *LinkBuffer) Append(p []byte) {
 // Splice moves every readable byte of src to the end of b and leaves src
 // empty, as Append(all of src) then Discard of src would, but without
 // copying where it can: a node whose memory the buffer owns moves over
-// whole. A node is copied instead when it references caller memory
-// (AppendRef: its owner is released once the copy is made, so the caller
-// may reuse the memory on return), when part of it was consumed, or when
-// its bytes fit the free area of b's tail (moving it would strand that
-// area, and many small splices would pin a node each). It cancels an
-// outstanding WriteSpace on both buffers. Like Discard, it frees src's
-// tail, so no producer may be writing into src.
+// whole, and so does one that references a Sharer's memory. A node is
+// copied instead when it references other caller memory (AppendRef: its
+// owner is released once the copy is made, so the caller may reuse the
+// memory on return), when part of it was consumed, or when its bytes fit
+// the free area of b's tail (moving it would strand that area, and many
+// small splices would pin a node each). It cancels an outstanding
+// WriteSpace on both buffers. Like Discard, it frees src's tail, so no
+// producer may be writing into src.
 func (b *LinkBuffer) Splice(src *LinkBuffer) {
 	b.dropSpace()
 	src.dropSpace()
 	for n := src.head; n != nil; {
 		next := n.next
 		n.next = nil
-		if size := n.w - n.r; n.class == classRef || n.r != 0 || n.off != 0 || size == 0 ||
-			(b.tail != nil && cap(b.tail.buf)-b.tail.w >= size) {
+		if b.movable(n) {
+			b.link(n)
+		} else {
 			b.Append(n.buf[n.r:n.w])
 			freeNode(n)
-		} else {
-			b.link(n)
 		}
 		n = next
 	}
 	src.head, src.read, src.tail = nil, nil, nil
 	src.length, src.held = 0, 0
+}
+
+// movable reports whether Splice moves n into b rather than copying it.
+func (b *LinkBuffer) movable(n *node) bool {
+	size := n.w - n.r
+	if n.r != 0 || n.off != 0 || size == 0 {
+		return false
+	}
+	if n.class == classRef {
+		s, ok := n.owner.(Sharer)
+		return ok && s.Shared()
+	}
+	return b.tail == nil || cap(b.tail.buf)-b.tail.w < size
+}
+
+// ShareRefs offers the memory of every readable node that AppendRef linked
+// with no owner to share, which returns an owner to keep it (a Sharer) or
+// nil; a node that gets one is moved, not copied, by a later Splice.
+func (b *LinkBuffer) ShareRefs(share func(p []byte) Owner) {
+	for n := b.read; n != nil; n = n.next {
+		if n.class == classRef && n.owner == nil && n.r == 0 && n.w > 0 {
+			n.owner = share(n.buf[:n.w])
+		}
+	}
 }
 
 // AppendRef links p into the buffer as a node of its own, without copying.
@@ -155,6 +182,9 @@ func (b *LinkBuffer) AppendRef(p []byte, owner Owner) {
 		}
 		return
 	}
+	if b.extendRef(p, owner) {
+		return
+	}
 	n := b.spare
 	if n == nil {
 		b.link(newRefNode(p, owner))
@@ -165,6 +195,34 @@ func (b *LinkBuffer) AppendRef(p []byte, owner Owner) {
 	n.w = len(p)
 	n.owner = owner
 	b.link(n)
+}
+
+// extendRef appends p to the tail instead of linking a node for it, when
+// the tail references the memory just before p for the same owner and
+// that owner counts its references (a Counter): the node then covers both
+// and one reference, so the new one is released at once. Input that
+// arrives piece by piece in one incrementally consumed receive buffer so
+// reads as one slice.
+func (b *LinkBuffer) extendRef(p []byte, owner Owner) bool {
+	c, ok := owner.(Counter) // first: owner may be of a type == panics on
+	if !ok || !c.Counts() {
+		return false
+	}
+	t := b.tail
+	if t == nil || t.class != classRef || t.owner != owner || t.r == t.w {
+		return false
+	}
+	end := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.buf)), len(t.buf))
+	if end != unsafe.Pointer(unsafe.SliceData(p)) {
+		return false
+	}
+	// As newRefNode, capped at its length: no free area.
+	t.buf = unsafe.Slice(unsafe.SliceData(t.buf), len(t.buf)+len(p))
+	t.w += len(p)
+	b.length += len(p)
+	b.held += len(p)
+	owner.Release()
+	return true
 }
 
 // Discard consumes everything and frees every node, the tail included,

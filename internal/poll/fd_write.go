@@ -199,12 +199,22 @@ func (fd *FD) write(src source) (int, error) {
 	return total, nil
 }
 
+// maxSharedQueue is the queued output above which a writer copies what a
+// Sharer would keep: output waiting for a peer that reads slowly should
+// hold heap memory, not the loop's receive buffers.
+const maxSharedQueue = 64 << 10
+
 // queue copies up to room bytes of src into the output queue. Called with
 // outMu held. A Writer's buffer that fits whole moves its nodes over
-// instead (buf.LinkBuffer.Splice): a reply costs no copy and no node.
+// instead (buf.LinkBuffer.Splice): a reply costs no copy and no node, and
+// where the loop is a Sharer, slices the Writer linked from the loop's
+// receive buffers move over too, kept by a reference to their buffer.
 func (fd *FD) queue(src source, room int) int {
 	if s, ok := src.(bufSource); ok && s.b.Len() <= room {
 		n := s.b.Len()
+		if sh, ok := fd.Loop.(Sharer); ok && fd.out.Len() < maxSharedQueue {
+			s.b.ShareRefs(sh.Share)
+		}
 		fd.out.Splice(s.b)
 		return n
 	}

@@ -52,6 +52,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/buf"
 )
 
 // Loop is the engine side of one event loop, as an FD sees it. See the
@@ -63,6 +65,15 @@ type Loop interface {
 	Resume(fd *FD)
 	// Close asks the loop to drain and close fd.
 	Close(fd *FD)
+}
+
+// Sharer is implemented by a Loop whose receive buffers can stay out of
+// its ring for as long as output needs them: Share returns an owner that
+// keeps the buffer holding all of p until the output queue releases it,
+// or nil where p is other memory (the writer then copies it). Safe for
+// concurrent use.
+type Sharer interface {
+	Share(p []byte) buf.Owner
 }
 
 // Engine is a running instance of one engine: a set of loops.

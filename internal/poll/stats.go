@@ -60,6 +60,10 @@ type Stats struct {
 	// them, so their memory is never handed out again, and new memory
 	// takes their place in the ring.
 	BuffersRetired atomic.Uint64
+	// BuffersShared counts output slices queued straight from a receive
+	// buffer, kept out of the ring by a reference of their own, where
+	// they would have been copied (Sharer).
+	BuffersShared atomic.Uint64
 }
 
 // Listening is a listening socket whose connections an engine accepts

@@ -148,6 +148,21 @@ func (a *Arena) Replace(i int) {
 	a.repl[i] = m[:a.size:a.size]
 }
 
+// Index returns the buffer of the arena's own mapping that holds all of p
+// (not empty), or false if p lies elsewhere, Go memory included.
+func (a *Arena) Index(p []byte) (int, bool) {
+	if len(p) == 0 || len(a.mem) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(a.mem)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	if at < base || at-base > uintptr(len(a.mem)-len(p)) {
+		return 0, false
+	}
+	first, last := (at-base)/uintptr(a.size), (at-base+uintptr(len(p))-1)/uintptr(a.size)
+	return int(first), first == last
+}
+
 // Count returns the number of buffers.
 func (a *Arena) Count() int { return len(a.mem) / a.size }
 

@@ -40,6 +40,13 @@ type bufPool struct {
 	// filled[i] is how many bytes of buffer i the kernel has filled
 	// since it was last put in the ring (inc only). Loop only.
 	filled []int32
+	// outs[i] owns the output pieces of buffer i (Share); shared counts
+	// those outstanding, at most maxShared, so that output waiting for a
+	// peer that does not read keeps at most a quarter of the ring from
+	// the kernel (past it, writers copy).
+	outs      []outShare
+	shared    atomic.Int32
+	maxShared int32
 	// taken counts the buffers out of the ring as the loop sees it: taken
 	// by the kernel (recv CQEs that carried one) and not yet put back by
 	// replenish. Loop only. The stat BuffersOut differs: a buffer leaves
@@ -126,9 +133,14 @@ func newBufPool(l *loop, count, size int, inc bool) (*bufPool, error) {
 	b.retired.next = make([]uint32, count)
 	if inc {
 		b.filled = make([]int32, count)
+		b.outs = make([]outShare, count)
+		b.maxShared = int32(max(1, count/4))
 	}
 	for i := range count {
 		b.refs[i] = bufRef{b: b, bid: uint16(i)}
+		if inc {
+			b.outs[i] = outShare{&b.refs[i]}
+		}
 		b.add(uint16(i), i)
 	}
 	ring.Advance(count)
@@ -203,6 +215,68 @@ func (r *bufRef) Retire() {
 		return
 	}
 	r.b.retire(r.bid)
+}
+
+// Counts reports whether the buffer's owner counts references
+// (buf.Counter): with incremental consumption, one per piece of input.
+func (r *bufRef) Counts() bool { return r.b.inc }
+
+// acquire takes a reference to an incrementally consumed buffer that
+// something still holds; it fails for a buffer on its way back to the
+// ring. Safe for concurrent use.
+func (r *bufRef) acquire() bool {
+	for {
+		n := r.n.Load()
+		if n <= 0 {
+			return false
+		}
+		if r.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Share implements poll.Sharer: a slice of one of the loop's incrementally
+// consumed receive buffers, which a reader holds (a piece of its input),
+// is kept by a reference of its own, so that output sends straight from it
+// (an echo without a copy). Anything else, a buffer nobody holds, and any
+// piece past maxShared outstanding get nil: the caller copies.
+func (l *loop) Share(p []byte) buf.Owner {
+	b := l.bufs
+	if b == nil || !b.inc {
+		return nil
+	}
+	i, ok := b.arena.Index(p)
+	if !ok {
+		return nil
+	}
+	if b.shared.Add(1) > b.maxShared || !b.refs[i].acquire() {
+		b.shared.Add(-1)
+		return nil
+	}
+	l.stats.BuffersShared.Add(1)
+	return &b.outs[i]
+}
+
+// outShare owns the output pieces of one incrementally consumed buffer
+// (buf.Sharer): the buffer stays out of the ring until each is released.
+type outShare struct{ r *bufRef }
+
+// Shared reports that the memory stays put until Release or Retire.
+func (o *outShare) Shared() bool { return true }
+
+// Release drops an output piece's reference. Safe for concurrent use.
+func (o *outShare) Release() {
+	o.r.b.shared.Add(-1)
+	o.r.drop()
+}
+
+// Retire drops an output piece's reference and retires the buffer.
+// Output is never read after its connection is gone, so this comes only
+// from a buffer abandoned with output in it. Safe for concurrent use.
+func (o *outShare) Retire() {
+	o.r.b.shared.Add(-1)
+	o.r.Retire()
 }
 
 // drop drops a reference to an incrementally consumed buffer; the last one

@@ -158,6 +158,10 @@ func probeRecvLimit() bool {
 // room (CQEFBufMore).
 var incWorks = sync.OnceValue(func() bool { return onLockedThread(probeInc) })
 
+// Incremental reports whether the kernel consumes provided buffers
+// incrementally, so that rings of buffers from IncMinSize up are used so.
+func Incremental() bool { return incWorks() }
+
 func probeInc() bool {
 	r, err := newLoopRing(8, 16)
 	if err != nil {
