@@ -63,6 +63,9 @@ type Loop interface {
 	Resume(fd *FD)
 	// Close asks the loop to drain and close fd.
 	Close(fd *FD)
+	// Stats returns the loop's counters, which user goroutines also
+	// update for the work they do on the loop's connections (FD.SendFrom).
+	Stats() *Stats
 }
 
 // Engine is a running instance of one engine: a set of loops.
