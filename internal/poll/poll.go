@@ -43,7 +43,10 @@
 // uring-hybrid) set FD.DirectWrite before registering: a writer then sends in
 // its own goroutine while the loop does not own output, and hands the rest to
 // the loop on EAGAIN. Engines that send only from the loop (uring) leave it
-// false: every write is queued and the loop is asked to Flush.
+// false: every write is queued and the loop is asked to Flush. On every
+// engine, FD.SendFrom sends from a file or a pipe with sendfile or splice
+// from the user goroutine while the loop does not own output, and hands
+// the loop a piece to send when the socket is full (fd_send.go).
 package poll
 
 import (
