@@ -205,8 +205,10 @@ func (c *Conn) copyFrom(r io.Reader) (int64, error) {
 // (io.Copy without it copies through a 32 KiB buffer of its own); the
 // slice is valid until that Write returns, and w must not keep it. It
 // waits for input as Read does, bounded by the read deadline; errors come
-// in a *net.OpError with Op "writeto" (w's own error inside it). Safe for
-// concurrent use with other reads: each byte goes to one reader.
+// in a *net.OpError with Op "writeto" (w's own error inside it). It
+// releases the input it consumed, as Read does: slices from Reader become
+// invalid. Safe for concurrent use with other reads: each byte goes to one
+// reader, and other reads wait while w holds input.
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	n, err := c.fd.WriteTo(w)
 	return n, c.opError("writeto", err)
