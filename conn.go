@@ -60,6 +60,8 @@ func (i netIndex) String() string { return networks[i] }
 var _ interface {
 	net.Conn
 	syscall.Conn
+	io.ReaderFrom
+	io.WriterTo
 } = (*Conn)(nil)
 
 // newConn wraps the non-blocking socket sysfd and registers it with the
@@ -137,6 +139,79 @@ func (c *Conn) Read(b []byte) (int, error) {
 func (c *Conn) Write(b []byte) (int, error) {
 	n, err := c.fd.Write(b)
 	return n, c.opError("write", err)
+}
+
+// ReadFrom implements io.ReaderFrom, which io.Copy(c, r) uses: it writes
+// what r yields, until r's end, and returns the bytes written. Bytes
+// written before it go out first (a Writer's bytes once Flush queued
+// them). As std net's TCPConn.ReadFrom does, it moves the bytes without
+// copying them through user memory where r allows:
+//
+//   - a regular file (an *os.File, or any syscall.Conn and io.Reader over
+//     one), alone or in an *io.LimitedReader, with sendfile(2) from the
+//     file's offset, which it leaves after the last byte written, as
+//     reading would; an *io.SectionReader over such a file, from the
+//     section's position, which it advances. No write interleaves.
+//   - a stream socket (a *net.TCPConn, a *net.UnixConn, or any
+//     syscall.Conn over one whose RawConn.Read waits in Go's poller),
+//     with splice(2) through a pooled pipe, waiting for the source's
+//     input as its Read would (bounded by its read deadline, not by c's);
+//     writes may come between what one splice brought and the next.
+//
+// When c's socket is full, a small piece of r is copied into the output
+// queue instead, which the event loop sends once the socket has room;
+// the zero-copy sends resume after it, so no thread waits in the kernel
+// for room. LoopStats counts the system calls and the bytes of each path
+// (Sendfiles, Splices, SendStalls, SendCopied, ReadFromCopied). Any other
+// r, another Conn among them, is copied through Write, with r's WriteTo
+// if it has one (a Conn's hands over its input buffers).
+//
+// The write deadline bounds it as it bounds Write, and it then returns an
+// error wrapping os.ErrDeadlineExceeded with the bytes written so far
+// (sent, or queued to be sent); so do Close (net.ErrClosed) and a failed
+// send (a peer's reset, as Write reports it). Errors come in a
+// *net.OpError with Op "readfrom", r's own errors inside it as r returned
+// them. On a connection whose handler runs inline (WithInlineHandler) it
+// never waits for c's socket: once output is queued or the socket is
+// full, the rest of r is copied into the output queue (reading r may
+// still wait, as r does). Safe for concurrent use.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	n, err, handled := c.zeroCopyFrom(r)
+	if !handled {
+		n, err = c.copyFrom(r)
+	}
+	return n, c.opError("readfrom", err)
+}
+
+// connWriter is a Conn's Write alone, without the *net.OpError: ReadFrom
+// wraps the error once, and io.Copy must not call ReadFrom again.
+type connWriter struct{ fd *poll.FD }
+
+func (w connWriter) Write(p []byte) (int, error) { return w.fd.Write(p) }
+
+// copyFrom is ReadFrom for a source without a zero-copy path: io.Copy
+// through Write, taking the writer lock per write as Write does, so a
+// source that waits for its input holds up no other writer.
+func (c *Conn) copyFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(connWriter{c.fd}, r)
+	c.fd.NoteCopied(n)
+	return n, err
+}
+
+// WriteTo implements io.WriterTo, which io.Copy(w, c) uses: it writes
+// the connection's input to w until the peer closes its side, and then
+// returns nil, as io.Copy does at io.EOF. Each call of w.Write is given
+// input as it sits in the connection's buffers, with no copy between
+// (io.Copy without it copies through a 32 KiB buffer of its own); the
+// slice is valid until that Write returns, and w must not keep it. It
+// waits for input as Read does, bounded by the read deadline; errors come
+// in a *net.OpError with Op "writeto" (w's own error inside it). It
+// releases the input it consumed, as Read does: slices from Reader become
+// invalid. Safe for concurrent use with other reads: each byte goes to one
+// reader, and other reads wait while w holds input.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	n, err := c.fd.WriteTo(w)
+	return n, c.opError("writeto", err)
 }
 
 // Close closes the connection, as net's Close does, and never blocks.

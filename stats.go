@@ -78,6 +78,21 @@ type LoopStats struct {
 	// out of the buffer its request arrived in, which stays out of the
 	// ring until that send completed.
 	BuffersShared uint64
+	// Sendfiles and SendfileBytes count the sendfile(2) calls that
+	// Conn.ReadFrom made into this loop's connections, and the bytes they
+	// moved; Splices and SpliceBytes the same for splice(2) out of a pipe
+	// into them (the splices that fill the pipe are not counted). These
+	// and the counters below are updated by the goroutines that call
+	// ReadFrom, not by the loop.
+	Sendfiles, SendfileBytes, Splices, SpliceBytes uint64
+	// SendStalls counts the times a zero-copy ReadFrom found its socket
+	// full; each time it copied a small piece of the source into the
+	// output queue for the loop to send once the socket had room, and
+	// SendCopied counts those bytes.
+	SendStalls, SendCopied uint64
+	// ReadFromCopied counts the bytes ReadFrom copied through Write
+	// because their source had no zero-copy path.
+	ReadFromCopied uint64
 }
 
 // Enters returns the io_uring_enter calls of every purpose.
@@ -95,10 +110,10 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d buffers_shared=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts,
-		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.BuffersShared)
+		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared)
 }
 
 // Stats returns the counters of each loop of the engine serving the
@@ -146,5 +161,12 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		BuffersOut:     p.BuffersOut.Load(),
 		BuffersRetired: p.BuffersRetired.Load(),
 		BuffersShared:  p.BuffersShared.Load(),
+		Sendfiles:      p.Sendfiles.Load(),
+		SendfileBytes:  p.SendfileBytes.Load(),
+		Splices:        p.Splices.Load(),
+		SpliceBytes:    p.SpliceBytes.Load(),
+		SendStalls:     p.SendStalls.Load(),
+		SendCopied:     p.SendCopied.Load(),
+		ReadFromCopied: p.ReadFromCopied.Load(),
 	}
 }

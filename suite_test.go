@@ -80,6 +80,7 @@ func TestMain(m *testing.M) {
 	keepPByDefault = os.Getenv("RINGPOLL_TEST_KEEP_P") == "1"
 	g0, fd0 := runtime.NumGoroutine(), countFDs()
 	code := m.Run()
+	closeIdlePipes() // ReadFrom's splice pipes, kept for the next splice
 	if code == 0 {
 		if err := waitBaseline(g0, fd0, 10*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "leak check:", err)

@@ -31,6 +31,7 @@ type FD struct {
 	// its group below says.
 	inPaused bool        // the loop stopped reading (backpressure); inMu
 	inHeld   bool        // slices were handed out since the last release (destroy); inMu
+	inLent   bool        // WriteTo's writer reads consumed input: nothing is released; inMu
 	loopOwns bool        // the loop is sending out; writers must queue; outMu
 	wrClosed bool        // outMu
 	outFull  atomic.Bool // out.Len() >= OutputHighWater; stored under outMu (noteOut)

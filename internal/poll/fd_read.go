@@ -1,6 +1,10 @@
 package poll
 
-import "github.com/ringpoll/ringpoll/internal/buf"
+import (
+	"io"
+
+	"github.com/ringpoll/ringpoll/internal/buf"
+)
 
 // Input, loop side. Only the loop goroutine calls these.
 
@@ -107,6 +111,24 @@ func (fd *FD) lockInput(n int) error {
 			fd.readable.signal() // pass the news to the next blocked reader
 			return ErrClosed
 		}
+		if fd.inLent {
+			// WriteTo's writer is reading input this reader's release
+			// would free: wait until it is done (and the bytes after are
+			// this reader's, if WriteTo does not take them first).
+			fd.inMu.Unlock()
+			if fd.NoBlock {
+				return ErrWouldBlock
+			}
+			if wake == nil {
+				wake = fd.readable.wait()
+				continue
+			}
+			select {
+			case <-wake:
+			case <-fd.deadlines().rd.wait():
+			}
+			continue
+		}
 		if fd.in.Len() >= n {
 			fd.inWant = 0
 			return nil
@@ -139,8 +161,13 @@ func (fd *FD) lockInput(n int) error {
 	}
 }
 
-// releaseInput frees the consumed input. Called with inMu held.
+// releaseInput frees the consumed input, unless WriteTo lent some of it
+// to its writer, which releases it when the writer is done. Called with
+// inMu held.
 func (fd *FD) releaseInput() {
+	if fd.inLent {
+		return
+	}
 	fd.in.Release()
 	fd.in.Shrink() // an idle connection keeps no input buffer
 	fd.inHeld = false
@@ -290,4 +317,54 @@ func (fd *FD) InputEnded() bool {
 	ended := fd.inErr != nil
 	fd.inMu.Unlock()
 	return ended
+}
+
+// WriteTo hands the input to w until it ends, blocking for more as Read
+// does (bounded by the read deadline): each turn passes the chunks
+// buffered so far to w.Write straight from the input buffer, with no copy
+// in between, then releases them. It returns nil at the end of input
+// (io.EOF), else ErrClosed, ErrDeadline, the read error, or w's error;
+// the bytes of the turn that failed are consumed. Safe for concurrent use
+// with other readers: each byte goes to one of them, and while w holds a
+// turn's chunks other readers wait (lockInput) and Release frees nothing,
+// so the chunks stay valid until w returns and no input piles up
+// unreleased behind them.
+func (fd *FD) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	var chunks [][]byte
+	for {
+		if err := fd.lockInput(1); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return total, err
+		}
+		chunks = fd.in.Slices(chunks[:0], maxIov)
+		for _, p := range chunks {
+			fd.in.Skip(len(p))
+		}
+		fd.inHeld = true
+		fd.inLent = true
+		fd.unlockInput()
+		var err error
+		for _, p := range chunks {
+			var n int
+			n, err = w.Write(p)
+			total += int64(n)
+			if err == nil && n < len(p) {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				break
+			}
+		}
+		clear(chunks) // let the buffers' memory go with the next release
+		fd.inMu.Lock()
+		fd.inLent = false
+		fd.releaseInput()
+		fd.unlockInput()
+		if err != nil {
+			return total, err
+		}
+	}
 }

@@ -43,7 +43,10 @@
 // uring-hybrid) set FD.DirectWrite before registering: a writer then sends in
 // its own goroutine while the loop does not own output, and hands the rest to
 // the loop on EAGAIN. Engines that send only from the loop (uring) leave it
-// false: every write is queued and the loop is asked to Flush.
+// false: every write is queued and the loop is asked to Flush. On every
+// engine, FD.SendFrom sends from a file or a pipe with sendfile or splice
+// from the user goroutine while the loop does not own output, and hands
+// the loop a piece to send when the socket is full (fd_send.go).
 package poll
 
 import (
@@ -65,6 +68,9 @@ type Loop interface {
 	Resume(fd *FD)
 	// Close asks the loop to drain and close fd.
 	Close(fd *FD)
+	// Stats returns the loop's counters, which user goroutines also
+	// update for the work they do on the loop's connections (FD.SendFrom).
+	Stats() *Stats
 }
 
 // Sharer is implemented by a Loop whose receive buffers can stay out of

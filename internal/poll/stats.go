@@ -64,6 +64,23 @@ type Stats struct {
 	// buffer, kept out of the ring by a reference of their own, where
 	// they would have been copied (Sharer).
 	BuffersShared atomic.Uint64
+
+	// The zero-copy sends of FD.SendFrom, made by user goroutines on the
+	// loop's connections.
+
+	// Sendfiles and SendfileBytes count sendfile calls and the bytes they
+	// moved.
+	Sendfiles, SendfileBytes atomic.Uint64
+	// Splices and SpliceBytes count splice calls from a pipe into a
+	// connection and the bytes they moved.
+	Splices, SpliceBytes atomic.Uint64
+	// SendStalls counts the times a zero-copy send found the socket full
+	// and handed a piece of the source to the loop instead; SendCopied
+	// counts the bytes of those pieces.
+	SendStalls, SendCopied atomic.Uint64
+	// ReadFromCopied counts bytes that ReadFrom copied through Write
+	// because their source had no zero-copy path (FD.NoteCopied).
+	ReadFromCopied atomic.Uint64
 }
 
 // Listening is a listening socket whose connections an engine accepts

@@ -95,3 +95,50 @@ func Shutdown(sysfd, how int) error {
 
 // IsAgain reports whether err is the "try again" errno from Read or Sendv.
 func IsAgain(err error) bool { return err == errAgain }
+
+// Sendfile moves up to n bytes from the file src into the socket sock
+// with sendfile(2): from *off, which it advances, or from the file's
+// offset, which the kernel advances, when off is nil. It retries EINTR and
+// returns errAgain as is and other errnos bare: the caller knows which call
+// it made, and whether the errno means the call cannot be made at all
+// (IsUnsupported).
+func Sendfile(sock, src int, off *int64, n int) (int, error) {
+	for {
+		m, err := unix.Sendfile(sock, src, off, n)
+		switch err {
+		case nil:
+			return m, nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, errAgain
+		}
+		return 0, err
+	}
+}
+
+// Splice moves up to n bytes from in to out with splice(2), one of which is
+// a pipe. SPLICE_F_NONBLOCK makes the pipe side non-blocking; the socket
+// side is non-blocking by its own flag. Errors are as for Sendfile.
+func Splice(out, in int, n int) (int, error) {
+	for {
+		m, err := unix.Splice(in, nil, out, nil, n, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
+		switch err {
+		case nil:
+			return int(m), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, errAgain
+		}
+		return 0, err
+	}
+}
+
+// IsUnsupported reports whether err, from Sendfile or Splice, says the call
+// cannot be made on these descriptors at all (no bytes moved, none
+// consumed): EINVAL (the source is not a file sendfile takes, or a socket
+// splice takes), ENOSYS, EOPNOTSUPP.
+func IsUnsupported(err error) bool {
+	return err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP
+}

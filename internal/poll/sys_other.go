@@ -30,3 +30,12 @@ func Shutdown(int, int) error { return errors.ErrUnsupported }
 
 // IsAgain reports whether err is the "try again" error.
 func IsAgain(err error) bool { return err == errAgain }
+
+// Sendfile returns errors.ErrUnsupported.
+func Sendfile(int, int, *int64, int) (int, error) { return 0, errors.ErrUnsupported }
+
+// Splice returns errors.ErrUnsupported.
+func Splice(int, int, int) (int, error) { return 0, errors.ErrUnsupported }
+
+// IsUnsupported reports whether err says the call cannot be made at all.
+func IsUnsupported(err error) bool { return err == errors.ErrUnsupported }

@@ -131,6 +131,9 @@ func (l *loop) Resume(fd *poll.FD) { l.post(task{taskResume, fd}) }
 // Close implements poll.Loop.
 func (l *loop) Close(fd *poll.FD) { l.post(task{taskClose, fd}) }
 
+// Stats implements poll.Loop.
+func (l *loop) Stats() *poll.Stats { return &l.stats }
+
 // post queues t and wakes the loop if it sleeps. The sleeping flag makes the
 // wake-up syscall rare under load: the loop sets it, re-checks the queue,
 // and only then blocks; a producer writes the eventfd only if it clears the

@@ -323,6 +323,9 @@ func (l *loop) Resume(fd *poll.FD) { l.post(task{kind: taskResume, c: fd.Private
 // Close implements poll.Loop.
 func (l *loop) Close(fd *poll.FD) { l.post(task{kind: taskClose, c: fd.Private.(*conn)}) }
 
+// Stats implements poll.Loop.
+func (l *loop) Stats() *poll.Stats { return &l.stats }
+
 // pending reports whether the inbox holds work.
 func (l *loop) pending() bool {
 	if l.queued.Load() {

@@ -1,0 +1,239 @@
+package poll
+
+import (
+	"io"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Zero-copy sends: sendfile(2) from a file and splice(2) from a pipe move
+// bytes into the socket without passing through user memory. They are made
+// by the user goroutine, as a writer's own send is, and only while the loop
+// does not own output, so they go out after every byte written before.
+//
+// A non-blocking socket that is full fails them with EAGAIN. The user
+// goroutine then neither spins nor blocks a thread in poll(2): it reads a
+// small piece of the source and queues it as ordinary output, which the
+// loop sends once the socket has room, waiting for that as its engine does
+// for any queued output (EPOLLOUT, a POLLOUT request, a SEND completion).
+// When the queue has drained, the zero-copy sends resume. So the wait costs
+// every engine nothing new, and the copied share stays one piece per time
+// the socket filled (Stats.SendStalls, Stats.SendCopied).
+
+// stallPiece is what a zero-copy send copies to the loop when the socket is
+// full: small beside what the socket takes once it has room again, and
+// within the io_uring loop's staging buffers (4 KiB), so the loop's send
+// pins nothing.
+const stallPiece = 4 << 10
+
+// maxMove bounds one sendfile or splice call, as the kernel's own
+// MAX_RW_COUNT bounds it anyway.
+const maxMove = 1 << 30
+
+// MoveKind names the system call of a Mover, for its counters and errors.
+type MoveKind uint8
+
+const (
+	// MoveSendfile is sendfile(2) from a file.
+	MoveSendfile MoveKind = iota
+	// MoveSplice is splice(2) from a pipe.
+	MoveSplice
+)
+
+func (k MoveKind) String() string {
+	if k == MoveSplice {
+		return "splice"
+	}
+	return "sendfile"
+}
+
+// Mover is the source of a zero-copy send (FD.SendFrom).
+type Mover interface {
+	// Move makes one system call that moves up to n bytes of the source
+	// straight into the socket sysfd (sendfile or splice) and returns how
+	// many it moved: (0, nil) at the source's end, an error IsAgain
+	// matches when the socket is full, else the call's errno.
+	Move(sysfd, n int) (int, error)
+	// Read reads the source's next bytes, the ones Move would have moved
+	// next, for the piece copied to the loop while the socket is full.
+	Read(p []byte) (int, error)
+}
+
+// piecePool holds the buffers pieces are read into: queueing copies them,
+// so one buffer serves a whole send.
+var piecePool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// SendFrom sends up to n bytes of src into the socket, after every byte
+// written before it (it waits until the loop has sent the queued output,
+// bounded by the write deadline), and holds the writer lock throughout, so
+// no write interleaves with it. It returns the bytes taken from src (sent,
+// or queued for the loop to send) and stops early at src's end.
+//
+// handled is false, with nothing taken, when src's first Move says the
+// call cannot be made on these descriptors (IsUnsupported); the caller
+// then copies instead. Errors: ErrClosed after Close, ErrDeadline, the
+// output error a failed send left, Move's errno in an *os.SyscallError
+// named after kind, or the error of src's Read. On an FD with NoBlock set
+// it never waits: output the loop still owns, or a full socket, sends the
+// rest through the output queue, which then grows past its high-water
+// mark as NoBlock writes do. Safe for concurrent use.
+func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handled bool, err error) {
+	fd.wmu.Lock()
+	defer fd.wmu.Unlock()
+	st := fd.Loop.Stats()
+	var buf *[32 << 10]byte
+	defer func() {
+		if buf != nil {
+			piecePool.Put(buf)
+		}
+	}()
+	copyAll := false
+	for written < n {
+		if !copyAll {
+			switch err := fd.awaitQuiet(); err {
+			case nil:
+			case ErrWouldBlock:
+				copyAll = true
+			default:
+				return written, true, err
+			}
+		}
+		if !copyAll {
+			m, err := fd.move(src, int(min(n-written, maxMove)), kind, st)
+			written += int64(m)
+			switch {
+			case err == nil && m == 0:
+				return written, true, nil // src's end
+			case err == nil:
+				continue
+			case IsUnsupported(err) && written == 0:
+				return 0, false, os.NewSyscallError(kind.String(), err)
+			case !IsAgain(err):
+				return written, true, fd.moveError(kind, err)
+			}
+			st.SendStalls.Add(1)
+			copyAll = fd.NoBlock
+		}
+		if buf == nil {
+			buf = piecePool.Get().(*[32 << 10]byte)
+		}
+		p := buf[:stallPiece]
+		if copyAll {
+			p = buf[:]
+		}
+		k, err := src.Read(p[:min(int64(len(p)), n-written)])
+		if k > 0 {
+			if qerr := fd.queuePiece(p[:k]); qerr != nil {
+				return written, true, qerr
+			}
+			written += int64(k)
+			st.SendCopied.Add(uint64(k))
+		}
+		if err == io.EOF {
+			return written, true, nil
+		}
+		if err != nil {
+			return written, true, err
+		}
+	}
+	return written, true, nil
+}
+
+// move makes one Move holding a descriptor reference, so Close cannot close
+// the socket under the call, and counts it.
+func (fd *FD) move(src Mover, n int, kind MoveKind, st *Stats) (int, error) {
+	if !fd.acquire(lifeSys) {
+		return 0, ErrClosed
+	}
+	m, err := src.Move(fd.Sysfd, n)
+	fd.put(lifeSys)
+	if kind == MoveSplice {
+		st.Splices.Add(1)
+		st.SpliceBytes.Add(uint64(m))
+	} else {
+		st.Sendfiles.Add(1)
+		st.SendfileBytes.Add(uint64(m))
+	}
+	if m > 0 {
+		fd.touch()
+	}
+	return m, err
+}
+
+// moveError maps a failed Move as a failed write is mapped: ErrClosed if
+// Close shut the socket under it, else the errno, named after the call.
+// The error does not stick (setOutErr): the errno may be the source's,
+// which says nothing of the socket.
+func (fd *FD) moveError(kind MoveKind, err error) error {
+	if err == ErrClosed || fd.Closing() {
+		return ErrClosed
+	}
+	if _, ok := err.(syscall.Errno); ok {
+		return os.NewSyscallError(kind.String(), err)
+	}
+	return err
+}
+
+// awaitQuiet waits until the loop owns no output (the queue has drained),
+// so that the caller may send on the socket itself, bounded by the write
+// deadline. It returns ErrWouldBlock at once on an FD with NoBlock set.
+// Called with wmu held, so no writer queues meanwhile.
+func (fd *FD) awaitQuiet() error {
+	var wake <-chan struct{}
+	for {
+		if err := fd.writeErr(); err != nil {
+			return err
+		}
+		fd.outMu.Lock()
+		idle := !fd.loopOwns
+		fd.outMu.Unlock()
+		if idle {
+			return nil
+		}
+		if fd.NoBlock {
+			return ErrWouldBlock
+		}
+		if wake == nil {
+			wake = fd.writable.wait()
+			continue // check again, now that a signal cannot be lost
+		}
+		select {
+		case <-wake: // the queue drained, a send error, or Close
+		case <-fd.deadlines().wd.wait():
+		}
+	}
+}
+
+// queuePiece copies p into the output queue for the loop to send, without
+// trying a send first: the socket was just found full, and the loop waits
+// for room. Called with wmu held.
+func (fd *FD) queuePiece(p []byte) error {
+	fd.outMu.Lock()
+	if err := fd.outErrLocked(); err != nil {
+		fd.outMu.Unlock()
+		return err
+	}
+	if fd.Closing() {
+		// What is queued now would never be sent, or be freed.
+		fd.outMu.Unlock()
+		return ErrClosed
+	}
+	fd.out.Append(p)
+	fd.noteOut()
+	kick := !fd.loopOwns
+	fd.loopOwns = true
+	fd.outMu.Unlock()
+	if kick {
+		fd.Loop.Flush(fd)
+	}
+	return nil
+}
+
+// NoteCopied counts n bytes that ReadFrom copied through Write because its
+// source has no zero-copy path (Stats.ReadFromCopied).
+func (fd *FD) NoteCopied(n int64) {
+	if n > 0 && fd.Loop != nil {
+		fd.Loop.Stats().ReadFromCopied.Add(uint64(n))
+	}
+}

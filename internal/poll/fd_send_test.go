@@ -1,0 +1,162 @@
+//go:build linux
+
+package poll
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeMover plays a zero-copy source: each Move takes the next of moves
+// (a count, or an error), and Read reads from data after what was moved.
+type fakeMover struct {
+	moves []any // int or error
+	data  []byte
+	calls int
+}
+
+func (m *fakeMover) Move(_, n int) (int, error) {
+	if m.calls == len(m.moves) {
+		return 0, nil // the source's end
+	}
+	mv := m.moves[m.calls]
+	m.calls++
+	if err, ok := mv.(error); ok {
+		return 0, err
+	}
+	k := min(mv.(int), n, len(m.data))
+	m.data = m.data[k:]
+	return k, nil
+}
+
+func (m *fakeMover) Read(p []byte) (int, error) {
+	if len(m.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p, m.data)
+	m.data = m.data[k:]
+	return k, nil
+}
+
+type sendResult struct {
+	n       int64
+	handled bool
+	err     error
+}
+
+func sendAsync(fd *FD, m Mover, n int64) <-chan sendResult {
+	res := make(chan sendResult, 1)
+	go func() {
+		n, h, err := fd.SendFrom(m, n, MoveSendfile)
+		res <- sendResult{n, h, err}
+	}()
+	return res
+}
+
+// waitQueued waits until fd's output queue holds n bytes.
+func waitQueued(t *testing.T, fd *FD, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for fd.OutputQueued() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("output queue holds %d bytes, want %d", fd.OutputQueued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSendFromStall: a Move that finds the socket full makes SendFrom queue
+// one piece of the source for the loop and wait until the loop has sent it
+// before it moves again; the counters say so.
+func TestSendFromStall(t *testing.T) {
+	fd, _, _ := lifeFD(t)
+	st := fd.Loop.Stats()
+	m := &fakeMover{moves: []any{10, errAgain, 20}, data: bytes.Repeat([]byte("x"), 10000)}
+	res := sendAsync(fd, m, 10000)
+	waitQueued(t, fd, stallPiece)
+	select {
+	case r := <-res:
+		t.Fatalf("SendFrom returned (%d, %v, %v) while the loop owned output", r.n, r.handled, r.err)
+	default:
+	}
+	if m.calls != 2 {
+		t.Fatalf("%d moves before the queue drained, want 2", m.calls)
+	}
+	fd.OutputSent(fd.OutputQueued()) // play the loop: the piece is sent
+	r := <-res
+	// 10 moved, a piece copied, 20 moved, then the source's end.
+	if want := int64(10 + stallPiece + 20); r.err != nil || !r.handled || r.n != want {
+		t.Fatalf("SendFrom returned (%d, %v, %v), want (%d, true, nil)", r.n, r.handled, r.err, want)
+	}
+	got := [...]uint64{st.Sendfiles.Load(), st.SendfileBytes.Load(), st.SendStalls.Load(), st.SendCopied.Load()}
+	if want := [...]uint64{4, 30, 1, stallPiece}; got != want {
+		t.Errorf("counted sendfiles, their bytes, stalls, copied bytes %v; want %v", got, want)
+	}
+}
+
+// TestSendFromUnsupported: a source the first Move cannot take is left to
+// the caller, untouched; once bytes moved, the same errno is an error.
+func TestSendFromUnsupported(t *testing.T) {
+	fd, _, _ := lifeFD(t)
+	n, handled, err := fd.SendFrom(&fakeMover{moves: []any{unix.EINVAL}, data: []byte("abc")}, 3, MoveSendfile)
+	if n != 0 || handled || !errors.Is(err, unix.EINVAL) {
+		t.Errorf("first Move EINVAL: SendFrom returned (%d, %v, %v), want (0, false, EINVAL)", n, handled, err)
+	}
+	n, handled, err = fd.SendFrom(&fakeMover{moves: []any{1, unix.EINVAL}, data: []byte("abc")}, 3, MoveSplice)
+	var se *os.SyscallError
+	if n != 1 || !handled || !errors.As(err, &se) || se.Syscall != "splice" {
+		t.Errorf("EINVAL after a byte: SendFrom returned (%d, %v, %v), want (1, true, splice: EINVAL)", n, handled, err)
+	}
+}
+
+// TestSendFromDeadline: SendFrom waiting for the loop to drain its queue
+// returns ErrDeadline when the write deadline passes, and ErrClosed on
+// Close.
+func TestSendFromDeadline(t *testing.T) {
+	for _, stop := range []string{"deadline", "close"} {
+		t.Run(stop, func(t *testing.T) {
+			fd, _, _ := lifeFD(t)
+			if err := fd.queuePiece([]byte("queued before")); err != nil {
+				t.Fatal(err)
+			}
+			m := &fakeMover{moves: []any{5}, data: []byte("hello")}
+			res := sendAsync(fd, m, 5)
+			// It waits for the queue (there is no other way out): stop it.
+			want := ErrDeadline
+			if stop == "close" {
+				fd.Close()
+				want = ErrClosed
+			} else {
+				fd.SetWriteDeadline(time.Now())
+			}
+			r := <-res
+			if r.err != want || r.n != 0 || m.calls != 0 {
+				t.Errorf("SendFrom returned (%d, %v) after %d moves, want (0, %v) before any", r.n, r.err, m.calls, want)
+			}
+		})
+	}
+}
+
+// TestSendFromNoBlock: on a NoBlock FD, output the loop owns sends the
+// whole source through the queue, at once.
+func TestSendFromNoBlock(t *testing.T) {
+	fd, _, _ := lifeFD(t)
+	fd.NoBlock = true
+	if err := fd.queuePiece([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("y"), 100000)
+	n, handled, err := fd.SendFrom(&fakeMover{moves: []any{1000}, data: data}, int64(len(data)), MoveSendfile)
+	if n != int64(len(data)) || !handled || err != nil {
+		t.Fatalf("SendFrom returned (%d, %v, %v)", n, handled, err)
+	}
+	if q := fd.OutputQueued(); q != 1+len(data) {
+		t.Errorf("queued %d bytes, want %d", q, 1+len(data))
+	}
+}
