@@ -61,9 +61,10 @@
 //     connections of -fw-h2-streams streams);
 //   - file: an http.ServeFile download of a -fw-file-mib file the harness
 //     writes, ringpoll listener against std, by wrk over -fw-file-conns
-//     connections (HTTP/1.1, so the body takes the ResponseWriter's
-//     ReadFrom path to the connection; HTTP/2 would frame it in user
-//     space), reported in bytes per server CPU-second too;
+//     connections (HTTP/1.1, where net/http hands the file to the
+//     connection's ReadFrom when it has one, sendfile on std net; HTTP/2
+//     would frame it in user space), compared in bytes per server
+//     CPU-second;
 //   - grpc-unary, grpc-stream: grpc-go's benchmark service
 //     (benchmark.StartServer) on a ringpoll listener and on std net (the
 //     reference), loaded by grpc-go's own benchmark client
