@@ -44,11 +44,55 @@
 // errors; every echoed byte is verified. Medians of the repeats, with the
 // spread.
 //
+// With -frameworks it runs instead the framework family, frameworks and
+// protocol stacks on ringpoll against the same on their usual network
+// layer, loaded by clients the project did not write (-fw-scenarios picks
+// some of them):
+//
+//   - hertz-hello, hertz-json: CloudWeGo Hertz answering GET /hello (13 B)
+//     and GET /json (a 4 KiB JSON document, marshalled per request) over
+//     HTTP/1.1 keep-alive, loaded by wrk at -fw-conns connections; Hertz
+//     on ringpoll (adapters/hertz, the default engine), on netpoll (its
+//     default transport, the reference) and on its standard transport;
+//   - http-hello: net/http's http.Serve on a ringpoll.Listen listener (the
+//     default engine, and epoll) and on std net.Listen (the reference),
+//     loaded by wrk; h2c-hello: the same with golang.org/x/net/http2/h2c,
+//     loaded by h2load (HTTP/2 with prior knowledge, -fw-h2-conns
+//     connections of -fw-h2-streams streams);
+//   - file: an http.ServeFile download of a -fw-file-mib file the harness
+//     writes, ringpoll listener against std, by wrk over -fw-file-conns
+//     connections (HTTP/1.1, where net/http hands the file to the
+//     connection's ReadFrom when it has one, sendfile on std net; HTTP/2
+//     would frame it in user space), compared in bytes per server
+//     CPU-second;
+//   - grpc-unary, grpc-stream: grpc-go's benchmark service
+//     (benchmark.StartServer) on a ringpoll listener and on std net (the
+//     reference), loaded by grpc-go's own benchmark client
+//     (google.golang.org/grpc/benchmark/client, built from the bench
+//     module) at -fw-grpc-conns connections of -fw-grpc-rpcs calls each.
+//
+// The servers are bench/cmd/frameserve, one process per scenario and
+// repeat, pinned to the server CPUs; the clients run on the load CPUs.
+// wrk and h2load come from Debian (wrk, nghttp2-client): missing, they are
+// installed with apt-get when ringbench runs as root, and otherwise their
+// scenarios are left out and the report says why. Before every measured
+// run one answer is checked (frameserve -check); each client runs once
+// for -warmup (dropped), then for -duration (both in whole seconds: the
+// clients take no less), with the server's CPU read from
+// /proc/PID/task/*/schedstat just before and just after. Per cell it
+// reports the client's throughput and p50/p99 (p99.9 from wrk, through a
+// Lua script, and from h2load's per-request log), the server's CPU,
+// requests per server CPU-second and their ratio to the reference, also
+// paired within each repeat; runs whose check failed or whose client
+// counted socket errors or non-2xx answers are flagged.
+//
 // Outputs, in -out (default ringbench-results): results.jsonl (a line per
 // run and per cell summary, internal/benchfmt), report.md, the charts
 // (<group>-{throughput,p99,cpu,syscalls}.svg) and each server's log in
-// logs/. The exit status is 1 if an echo failed verification or a run
-// failed, 2 for bad flags.
+// logs/; -frameworks writes the same files (report.md its own, with a
+// section per scenario and load), so give it an -out of its own to keep
+// both. The exit status is 1 if an echo failed verification or a run
+// failed or was flagged, 2 for bad flags.
 package main
 
 import (
@@ -115,6 +159,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpRate := fs.Float64("udp-rate", 0, "with -udp: request/response instead of one way, DNS-like: -udp-flows clients each awaiting its echo, this many requests/s offered over all")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
+	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download) and grpc-go on ringpoll and on their usual network layer, loaded by wrk, h2load and grpc-go's benchmark client")
+	fwf := addFwFlags(fs)
 	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -219,6 +265,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return bad(fmt.Errorf("-udp-rate %v: want 0 (one way) or a rate", *udpRate))
 		}
 		code, err := benchUDP(ctx, uc)
+		if err != nil {
+			fmt.Fprintln(stderr, "ringbench:", err)
+			return 1
+		}
+		return code
+	}
+	if *frameworks {
+		fc, err := fwConfigFrom(fwf, cfg, stdout, stderr)
+		if err != nil {
+			return bad(err)
+		}
+		code, err := benchFrameworks(ctx, fc)
 		if err != nil {
 			fmt.Fprintln(stderr, "ringbench:", err)
 			return 1

@@ -148,7 +148,6 @@ func reportAgain(results, out, command string, stdout io.Writer) error {
 		return fmt.Errorf("%s: no runs", results)
 	}
 	sums := summarize(runs, order)
-	writeTable(stdout, sums)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -158,6 +157,13 @@ func reportAgain(results, out, command string, stdout io.Writer) error {
 	}
 	m := meta{Date: "as in " + results, Command: command, Machine: "as in " + results, Go: "-", Placement: runs[0].Placement,
 		Repeats: sums[0].Repeats, Warmup: "as in " + results, Duration: "as in " + results, Syscalls: "as in " + results}
+	if slices.ContainsFunc(runs, isFwRun) {
+		// The -frameworks family's runs: its own report, to the terminal
+		// too.
+		writeFwReport(io.MultiWriter(f, stdout), m, runs, sums, nil)
+		return f.Close()
+	}
+	writeTable(stdout, sums)
 	writeMarkdown(f, m, runs, sums, nil)
 	return f.Close()
 }

@@ -101,6 +101,10 @@ func (p *progress) done(run benchfmt.Run) {
 			what += fmt.Sprintf(", %d VERIFY ERRORS", lr.VerifyErrors)
 			bad = true
 		}
+		if n := lr.DialErrors + lr.IOErrors; n > 0 {
+			what += fmt.Sprintf(", %d ERRORS", n)
+			bad = true
+		}
 	} else {
 		what = "failed: " + run.Err
 	}

@@ -35,7 +35,7 @@ func (l *lockedBuffer) String() string {
 func TestProgress(t *testing.T) {
 	cell := load{scenario: "echo", size: 1024, mode: "pingpong", depth: 1}.cell("uring", 100)
 	ok := benchfmt.Run{Kind: "run", Cell: cell, Repeat: 1, Result: map[string]any{
-		"req_per_s": 1000.0, "p99_us": 250.0, "server_cpu_us_per_req": 8.5, "verify_errors": 2.0}}
+		"req_per_s": 1000.0, "p99_us": 250.0, "server_cpu_us_per_req": 8.5, "verify_errors": 2.0, "io_errors": 3.0}}
 	failed := benchfmt.Run{Kind: "run", Cell: cell, Repeat: 2, Err: "server did not start: boom"}
 
 	// Not a terminal: a line per finished run.
@@ -47,7 +47,7 @@ func TestProgress(t *testing.T) {
 	p.done(failed)
 	p.note("a note")
 	p.finish()
-	want := "[1/2] repeat 1: uring, echo-pingpong-1024B-max, 100 conns: 1000 req/s, p99 250 µs, 8.50 µs CPU/req, 2 VERIFY ERRORS\n" +
+	want := "[1/2] repeat 1: uring, echo-pingpong-1024B-max, 100 conns: 1000 req/s, p99 250 µs, 8.50 µs CPU/req, 2 VERIFY ERRORS, 3 ERRORS\n" +
 		"[2/2] repeat 2: uring, echo-pingpong-1024B-max, 100 conns: failed: server did not start: boom\n" +
 		"a note\n"
 	if got := plain.String(); got != want {
@@ -89,7 +89,7 @@ func TestProgress(t *testing.T) {
 	}
 	for _, want := range []string{
 		"\r\033[Krepeat 2: uring, echo-pingpong-1024B-max, 100 conns: failed: server did not start: boom\n",
-		"\r\033[Krepeat 1: uring, echo-pingpong-1024B-max, 100 conns: 1000 req/s, p99 250 µs, 8.50 µs CPU/req, 2 VERIFY ERRORS\n",
+		"\r\033[Krepeat 1: uring, echo-pingpong-1024B-max, 100 conns: 1000 req/s, p99 250 µs, 8.50 µs CPU/req, 2 VERIFY ERRORS, 3 ERRORS\n",
 		"[2/2] ",
 	} {
 		if !strings.Contains(out, want) {

@@ -1,0 +1,190 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
+)
+
+// isFwRun reports whether a run belongs to the -frameworks family.
+func isFwRun(run benchfmt.Run) bool {
+	_, ok := lookupFwScenario(run.Scenario)
+	return ok
+}
+
+// writeFwReport writes the family's report: how it was made, then per
+// scenario and load a table of the servers side by side with their ratios
+// to the scenario's reference server, the runs flagged for errors, and the
+// charts (charts lists the chart files written, by base name).
+func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Summary, charts []string) {
+	fmt.Fprintf(w, "# ringbench report\n\n## Frameworks, loaded by clients the project did not write\n\n")
+	fmt.Fprintf(w, "- date: %s\n- command: `%s`\n- machine: %s\n- Go: %s\n- placement: %s\n",
+		m.Date, m.Command, m.Machine, m.Go, m.Placement)
+	fmt.Fprintf(w, "- each cell: %s, each a warm-up run of the client (%s; dropped) and its measured run (%s), "+
+		"on a server started afresh for each scenario and repeat, servers in an order that rotates from repeat to repeat; medians (± is half the range of the repeats)\n",
+		plural(m.Repeats, "repeat"), m.Warmup, m.Duration)
+	fmt.Fprintf(w, "- server CPU: `/proc/PID/task/*/schedstat` summed over the server's threads, from just before the measured client starts "+
+		"to just after it exits (its connects included); per request it is that over the requests the client completed\n")
+	fmt.Fprintf(w, "- every server's answer is checked once before each measured run (`frameserve -check`); a run whose check failed, "+
+		"whose client failed, or whose client counted errors (socket errors or non-2xx answers) is flagged\n")
+	for _, n := range m.Notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	for _, g := range groups(sums) {
+		writeFwGroup(w, runs, g, charts)
+	}
+}
+
+// fwHeader is the family's table header; the file scenario adds its
+// bytes.
+func fwHeader(file bool, ref string) []string {
+	h := []string{"server", "conns", "req/s", "p50 µs", "p99 µs", "p99.9 µs", "server CPU (cores)", "CPU µs/req", "req per server CPU-s"}
+	if file {
+		h = append(h, "MiB/s", "MiB per server CPU-s")
+	}
+	return append(h, "vs "+ref, "paired vs "+ref, "errors")
+}
+
+// writeFwGroup writes one scenario at one load: the table, the flagged
+// runs and the charts.
+func writeFwGroup(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary, charts []string) {
+	c := g[0].Cell
+	sc, _ := lookupFwScenario(c.Scenario)
+	about := sc.about
+	if sc.file {
+		about += ", a " + sizeText(c.Size) + " file"
+	}
+	load := ""
+	switch sc.client {
+	case "h2load":
+		load = fmt.Sprintf(", %d streams per connection", c.Depth)
+	case "grpc":
+		load = fmt.Sprintf(", %d calls at a time per connection, %s payloads", c.Depth, sizeText(c.Size))
+	}
+	fmt.Fprintf(w, "\n### %s: %s%s\n\n", sc.name, about, load)
+	per := "requests"
+	if sc.file {
+		per = "bytes"
+	}
+	fmt.Fprintf(w, "Reference: %s. \"vs %s\" is the ratio of the medians of %s per server CPU-second; \"paired\" the median of the ratios taken within each repeat, with its 95%% bootstrap interval (above 1: more work per CPU-second than %s).\n\n",
+		sc.ref, sc.ref, per, sc.ref)
+	header := fwHeader(sc.file, sc.ref)
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+	for _, s := range g {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(fwRow(runs, g, s, sc), " | "))
+	}
+	var flagged []string
+	for _, run := range runs {
+		cell := run.Cell
+		cell.Server, cell.Conns = c.Server, c.Conns
+		if cell != c {
+			continue
+		}
+		switch {
+		case run.Err != "":
+			flagged = append(flagged, fmt.Sprintf("repeat %d, %s, %d conns: %s", run.Repeat, run.Server, run.Conns, run.Err))
+		case runErrors(run) > 0:
+			text, _ := run.Result["error_text"].(string)
+			flagged = append(flagged, fmt.Sprintf("repeat %d, %s, %d conns: %d errors (%s)", run.Repeat, run.Server, run.Conns, runErrors(run), text))
+		}
+	}
+	if len(flagged) > 0 {
+		fmt.Fprintf(w, "\n**Flagged runs** (those that measured count in the medians above):\n\n")
+		for _, f := range flagged {
+			fmt.Fprintf(w, "- %s\n", f)
+		}
+	}
+	for _, metric := range []string{"throughput", "p99", "cpu"} {
+		name := c.Group() + "-" + metric + ".svg"
+		if slices.Contains(charts, name) {
+			fmt.Fprintf(w, "\n![%s: %s](%s)\n", c.Group(), metric, name)
+		}
+	}
+}
+
+// fwRow is the figures of one summary.
+func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwScenario) []string {
+	row := []string{s.Server, fmt.Sprint(s.Conns), withSpread(s.ReqPerS, 0), num(s.P50us, 0), num(s.P99us, 0),
+		num(s.P999us, 0), num(s.ServerCPUCores, 2), withSpread(s.CPUusPerReq, 2), num(s.ReqPerCPUs, 0)}
+	if sc.file {
+		mib := func(key string) benchfmt.Stat {
+			st := resultStat(runs, s.Cell, key)
+			st.Median, st.Min, st.Max = st.Median/(1<<20), st.Min/(1<<20), st.Max/(1<<20)
+			return st
+		}
+		row = append(row, withSpread(mib("bytes_per_s"), 0), num(mib("bytes_per_server_cpu_s"), 0))
+	}
+	// The file scenario compares bytes per CPU-second: a download still
+	// under way when the client stops counts in its bytes, not in its
+	// requests.
+	key := "req_per_server_cpu_s"
+	if sc.file {
+		key = "bytes_per_server_cpu_s"
+	}
+	vs, paired := "-", "-"
+	if ref, ok := find(g, sc.ref, s.Conns); ok {
+		vs = ratio(resultStat(runs, s.Cell, key), resultStat(runs, ref.Cell, key))
+	}
+	if s.Server == sc.ref {
+		vs, paired = "1", "1"
+	} else if rs := pairedBy(runs, s.Cell, sc.ref, key); len(rs) > 0 {
+		lo, hi := bootstrap(rs)
+		paired = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs))
+	}
+	flag := "0"
+	if s.Errors > 0 {
+		flag = fmt.Sprintf("**%d**", s.Errors)
+	}
+	return append(row, vs, paired, flag)
+}
+
+// resultValue returns a figure of a run's result, and whether it has it
+// (measured: not negative).
+func resultValue(run benchfmt.Run, key string) (float64, bool) {
+	v, ok := run.Result[key].(float64)
+	return v, ok && v >= 0
+}
+
+// resultStat summarizes a figure of the runs of cell.
+func resultStat(runs []benchfmt.Run, c benchfmt.Cell, key string) benchfmt.Stat {
+	var xs []float64
+	for _, run := range runs {
+		if v, ok := resultValue(run, key); ok && run.Cell == c {
+			xs = append(xs, v)
+		}
+	}
+	return benchfmt.NewStat(xs)
+}
+
+// pairedBy returns, for each repeat that ran both, the figure key of
+// cell c's server over ref's at the same load, sorted.
+func pairedBy(runs []benchfmt.Run, c benchfmt.Cell, ref, key string) []float64 {
+	perRepeat := map[int][2]float64{}
+	for _, run := range runs {
+		cell := run.Cell
+		cell.Server = c.Server
+		v, ok := resultValue(run, key)
+		if cell != c || !ok || v == 0 || (run.Server != c.Server && run.Server != ref) {
+			continue
+		}
+		pair, i := perRepeat[run.Repeat], 1
+		if run.Server == c.Server {
+			i = 0
+		}
+		pair[i] = v
+		perRepeat[run.Repeat] = pair
+	}
+	var rs []float64
+	for _, p := range perRepeat {
+		if p[0] > 0 && p[1] > 0 {
+			rs = append(rs, p[0]/p[1])
+		}
+	}
+	slices.Sort(rs)
+	return rs
+}
