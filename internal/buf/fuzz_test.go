@@ -29,15 +29,34 @@ type fuzzModel struct {
 	consumed int    // stream offset of the next byte read
 	// nexts are Next results with their expected content: they must stay
 	// intact until Release, even while the producer writes new data.
-	nexts    [][2][]byte
-	refEnd   []int // stream offset just past each AppendRef'd block
-	released []int // release calls per AppendRef'd block
-	retired  []int // retire calls per AppendRef'd block
+	nexts [][2][]byte
+	// refs holds, per referenced block (by id), the stream offset ranges
+	// its bytes span: its owner may hear only once the model consumed up
+	// to the end of the last one. InsertRef shifts the ranges after its
+	// point and splits the one it falls in; Truncate cuts them (a block
+	// with no range left may go at once).
+	refs     [][][2]int
+	released []int // release calls per referenced block
+	retired  []int // retire calls per referenced block
 	discard  bool  // inside Discard: releasing unconsumed refs is allowed
 	// kept are Next results from before an Abandon: they must stay intact
 	// for ever, whatever the buffer does afterwards.
 	kept [][2][]byte
+	// slices are buffers that Share filled from b, read and released on
+	// their own.
+	slices []*fuzzSlice
 }
+
+// fuzzSlice is a buffer Share filled: its readable bytes and the Next
+// results it must keep intact until its Release.
+type fuzzSlice struct {
+	b     *LinkBuffer
+	data  []byte
+	nexts [][2][]byte
+}
+
+// fuzzOps is the number of operations step chooses from.
+const fuzzOps = 23
 
 // fuzzOwner is the owner of the model's id'th AppendRef'd block.
 type fuzzOwner struct {
@@ -54,7 +73,7 @@ func (o fuzzOwner) Release() {
 	}
 	// An empty block is released at once; others only once consumed (or
 	// discarded).
-	if o.n > 0 && !m.discard && m.consumed < m.refEnd[id] {
+	if o.n > 0 && !m.discard && m.consumed < m.refLimit(id) {
 		m.t.Fatalf("ref %d released before being consumed", id)
 	}
 }
@@ -87,7 +106,7 @@ func (m *fuzzModel) step(r *opReader) {
 	t, b := m.t, m.b
 	op := r.byte()
 	full := len(m.data) > maxModel
-	switch op % 18 {
+	switch op % fuzzOps {
 	case 0: // small Append
 		if n := r.byte(); !full {
 			b.Append(m.produce(n))
@@ -102,7 +121,7 @@ func (m *fuzzModel) step(r *opReader) {
 			return
 		}
 		sp := b.WriteSpace(minSize)
-		if op%15 == 3 {
+		if op%fuzzOps == 3 {
 			minSize = r.u16()
 			sp = b.WriteSpace(minSize)
 		}
@@ -122,11 +141,7 @@ func (m *fuzzModel) step(r *opReader) {
 		if full {
 			return
 		}
-		id := len(m.refEnd)
-		m.refEnd = append(m.refEnd, m.written+n)
-		m.released = append(m.released, 0)
-		m.retired = append(m.retired, 0)
-		b.AppendRef(m.produce(n), fuzzOwner{m, id, n})
+		b.AppendRef(m.produce(n), m.newRef(m.written-n, n))
 	case 5: // Next
 		n := r.u24() % (len(m.data) + 1)
 		got, want := b.Next(n), m.consume(n)
@@ -196,9 +211,202 @@ func (m *fuzzModel) step(r *opReader) {
 		}
 	case 17: // Abandon
 		m.abandonAll()
+	case 18:
+		m.share(r)
+	case 19:
+		m.sliceStep(r)
+	case 20: // Truncate
+		m.truncate(r.u24() % (len(m.data) + 1))
+	case 21:
+		if !full {
+			m.insertRef(r)
+		}
+	case 22:
+		if !full {
+			m.concat(r)
+		}
 	}
 	if b.Len() != len(m.data) || b.Held() < b.Len() {
-		t.Fatalf("op %d: Len %d Held %d, model %d", op%18, b.Len(), b.Held(), len(m.data))
+		t.Fatalf("op %d: Len %d Held %d, model %d", op%fuzzOps, b.Len(), b.Held(), len(m.data))
+	}
+}
+
+// refLimit returns the stream offset the model must have consumed before
+// block id's owner may hear, or -1 if it may at any time.
+func (m *fuzzModel) refLimit(id int) int {
+	limit := -1
+	for _, x := range m.refs[id] {
+		limit = max(limit, x[1])
+	}
+	return limit
+}
+
+// newRef registers a referenced block of n bytes at stream offset start
+// and returns its owner.
+func (m *fuzzModel) newRef(start, n int) fuzzOwner {
+	id := len(m.refs)
+	var rs [][2]int
+	if n > 0 {
+		rs = append(rs, [2]int{start, start + n})
+	}
+	m.refs = append(m.refs, rs)
+	m.released = append(m.released, 0)
+	m.retired = append(m.retired, 0)
+	return fuzzOwner{m, id, n}
+}
+
+// share moves up to n bytes of b into a new slice buffer (at most four
+// are outstanding) and checks that they are the model's.
+func (m *fuzzModel) share(r *opReader) {
+	n := r.u24() % (len(m.data) + 1)
+	if len(m.slices) >= 4 {
+		return
+	}
+	dst := New()
+	m.b.Share(dst, n)
+	want := bytes.Clone(m.consume(n))
+	if dst.Len() != n || !bytes.Equal(dst.Peek(n), want) {
+		m.t.Fatalf("Share(%d) mismatch", n)
+	}
+	m.slices = append(m.slices, &fuzzSlice{b: dst, data: want})
+}
+
+// sliceStep reads, releases or drops one of the slice buffers.
+func (m *fuzzModel) sliceStep(r *opReader) {
+	op, pick, n := r.byte(), r.byte(), r.u24()
+	if len(m.slices) == 0 {
+		return
+	}
+	i := pick % len(m.slices)
+	s := m.slices[i]
+	switch op % 4 {
+	case 0: // Next
+		n %= len(s.data) + 1
+		got, want := s.b.Next(n), s.data[:n]
+		if !bytes.Equal(got, want) {
+			m.t.Fatalf("slice %d: Next(%d) mismatch", i, n)
+		}
+		s.nexts = append(s.nexts, [2][]byte{got, want})
+		s.data = s.data[n:]
+	case 1: // Release
+		s.checkNexts(m.t)
+		s.b.Release()
+		s.nexts = s.nexts[:0]
+	case 2, 3: // Discard or Abandon, then forget it
+		s.checkNexts(m.t)
+		if op%4 == 2 {
+			s.b.Discard()
+		} else {
+			s.b.Abandon()
+		}
+		m.slices = append(m.slices[:i], m.slices[i+1:]...)
+	}
+}
+
+func (s *fuzzSlice) checkNexts(t *testing.T) {
+	for j, x := range s.nexts {
+		if !bytes.Equal(x[0], x[1]) {
+			t.Fatalf("a slice buffer's Next result %d changed before its Release", j)
+		}
+	}
+}
+
+// dropSlices discards every slice buffer, checking their Next results
+// first.
+func (m *fuzzModel) dropSlices() {
+	for _, s := range m.slices {
+		s.checkNexts(m.t)
+		s.b.Discard()
+	}
+	m.slices = nil
+}
+
+// truncate keeps the first n readable bytes. The stream goes on from the
+// cut, and referenced blocks past it are cut short or wholly.
+func (m *fuzzModel) truncate(n int) {
+	m.data = m.data[:n]
+	m.written = m.consumed + n
+	for id, rs := range m.refs {
+		var kept [][2]int
+		for _, x := range rs {
+			if x[1] = min(x[1], m.written); x[0] < x[1] {
+				kept = append(kept, x)
+			}
+		}
+		m.refs[id] = kept
+	}
+	m.b.Truncate(n) // after the model: it frees the blocks it cuts
+}
+
+// insertRef inserts a referenced block before the last remain readable
+// bytes, shifting the blocks after the point.
+func (m *fuzzModel) insertRef(r *opReader) {
+	n, remain := r.u16()%20000, r.u24()%(len(m.data)+1)
+	at := m.consumed + len(m.data) - remain
+	for id, rs := range m.refs {
+		var moved [][2]int
+		for _, x := range rs {
+			switch {
+			case x[1] <= at:
+				moved = append(moved, x)
+			case x[0] >= at:
+				moved = append(moved, [2]int{x[0] + n, x[1] + n})
+			default: // split around the inserted block
+				moved = append(moved, [2]int{x[0], at}, [2]int{at + n, x[1] + n})
+			}
+		}
+		m.refs[id] = moved
+	}
+	p := pattern(m.written+7, n) // any content: the model holds it
+	m.written += n
+	k := len(m.data) - remain
+	m.data = append(m.data[:k:k], append(bytes.Clone(p), m.data[k:]...)...)
+	m.b.InsertRef(p, remain, m.newRef(at, n))
+}
+
+// concat fills a second buffer as splice does, but with owners the model
+// tracks, and moves it onto b with Concat: references stay linked, and
+// their owners hear only once b's reader consumed them.
+func (m *fuzzModel) concat(r *opReader) {
+	var sizes, kinds []int
+	total := 0
+	for k := r.byte() % 5; k >= 0; k-- {
+		sizes = append(sizes, r.u16()%9000)
+		kinds = append(kinds, r.byte()%3)
+		total += sizes[len(sizes)-1]
+	}
+	skip := 0
+	if r.byte()%2 == 0 {
+		skip = r.u16() % (total + 1)
+	}
+	base := m.written // stream offset of all[skip]
+	all := append(bytes.Repeat([]byte{0xCD}, skip), m.produce(total-skip)...)
+	src := New()
+	off := 0
+	for i, n := range sizes {
+		p := all[off : off+n]
+		switch kinds[i] {
+		case 0:
+			src.Append(p)
+		case 1:
+			// The stream holds only the part past the skipped prefix.
+			start := max(off, skip)
+			o := m.newRef(base+start-skip, max(0, off+n-start))
+			o.n = n
+			src.AppendRef(bytes.Clone(p), o)
+		case 2:
+			copy(src.WriteSpace(n), p)
+			src.Commit(n)
+		}
+		off += n
+	}
+	src.Skip(skip)
+	m.b.Concat(src)
+	if src.Len() != 0 || src.Held() != 0 {
+		m.t.Fatalf("after Concat: src Len %d Held %d", src.Len(), src.Held())
+	}
+	if !bytes.Equal(m.b.Peek(m.b.Len()), m.data) {
+		m.t.Fatal("Concat: contents differ from the model")
 	}
 }
 
@@ -268,6 +476,9 @@ func (m *fuzzModel) checkNexts() {
 func (m *fuzzModel) abandonAll() {
 	m.checkNexts()
 	m.b.Abandon()
+	// Slice buffers go after: what they share with b is retired once
+	// they let go.
+	m.dropSlices()
 	m.consume(len(m.data))
 	m.kept = append(m.kept, m.nexts...)
 	m.nexts = m.nexts[:0]
@@ -285,6 +496,7 @@ func (m *fuzzModel) discardAll() {
 	m.checkNexts()
 	m.discard = true
 	m.b.Discard()
+	m.dropSlices()
 	m.discard = false
 	m.consume(len(m.data))
 	m.nexts = m.nexts[:0]
