@@ -32,6 +32,10 @@ type bufPool struct {
 	// it when its reader releases it, whether or not the loop, which may
 	// sleep, has put it back yet.
 	taken int
+	// down is set when the loop closed the pool; freed once its arena went
+	// back for the next loop, which happens only when no reader holds any
+	// of its buffers (freeArena).
+	down, freed atomic.Bool
 }
 
 // idStack is a lock-free stack of buffer ids that any goroutine pushes on
@@ -132,7 +136,8 @@ func (r *bufRef) Retire() {
 	r.b.returnedOne()
 }
 
-// giveBack queues buffer bid for the ring. Safe for concurrent use.
+// giveBack queues buffer bid for the ring. Safe for concurrent use, also
+// after the pool closed.
 func (b *bufPool) giveBack(bid uint16) {
 	b.returned.push(bid)
 	b.returnedOne()
@@ -143,9 +148,13 @@ func (b *bufPool) giveBack(bid uint16) {
 func (b *bufPool) anyBack() bool { return !b.returned.empty() || !b.retired.empty() }
 
 // returnedOne counts a buffer back from its reader. It wakes the loop only
-// when a connection waits for buffers.
+// when a connection waits for buffers (never after the loop ended: it no
+// longer sleeps then). The last buffer back to a closed pool sends its
+// arena on to the next loop.
 func (b *bufPool) returnedOne() {
-	b.l.stats.BuffersOut.Add(-1)
+	if b.l.stats.BuffersOut.Add(-1) == 0 && b.down.Load() {
+		b.freeArena()
+	}
 	if b.l.starving.Load() {
 		b.l.wake()
 	}
@@ -189,8 +198,32 @@ func (l *loop) replenish() {
 	}
 }
 
+// close ends the pool with its loop. Its arena goes back for the next
+// loop of the same shape once no reader holds a buffer of it: at once, or
+// when the last one comes back. A reader can hold one past its
+// connection's end and the engine's (a Reader from Slice), and the next
+// loop hands every buffer to the kernel. Loop only, once.
 func (b *bufPool) close() {
 	b.ring.Close()
+	// Either this load sees the last buffer back, or that buffer's
+	// returnedOne sees down (sequentially consistent atomics); freed
+	// makes sure only one of them sends the arena on.
+	b.down.Store(true)
+	if b.l.stats.BuffersOut.Load() == 0 {
+		b.freeArena()
+	}
+}
+
+// freeArena gives the arena, every buffer back from its readers, to the
+// next loop: a buffer retired and not yet given new memory gets it first,
+// since its reader may still see the old.
+func (b *bufPool) freeArena() {
+	if !b.freed.CompareAndSwap(false, true) {
+		return
+	}
+	for _, bid := range b.retired.takeAll(nil) {
+		b.arena.Replace(int(bid))
+	}
 	putArena(b.arena)
 }
 
