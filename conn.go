@@ -28,11 +28,12 @@ type Conn struct {
 	processing atomic.Bool // a Server's handler runs or is scheduled
 	heldBack   atomic.Bool // inline: output above the high-water mark
 	// Set by Server.Shutdown: draining stops the handler being called (new
-	// input is dropped); lingerEnd, once the writing side is shut down, is
-	// when the connection is closed even if the peer has not closed (Unix
-	// nanoseconds; 0 before).
-	draining  atomic.Bool
-	lingerEnd atomic.Int64
+	// input is dropped).
+	draining atomic.Bool
+
+	// extra is the state few connections use (close callbacks, Shutdown's
+	// linger), made on first use so that an idle connection stays small.
+	extra atomic.Pointer[connExtra]
 
 	// Set for connections a Server runs.
 	srv      *Server

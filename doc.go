@@ -32,6 +32,43 @@
 // ErrWouldBlock, which, returned, makes the Server call again when more
 // comes.
 //
+// The Reader and Writer have netpoll's methods with netpoll's meaning
+// (Slice, WriteDirect, MallocAck and Append among them), LinkBuffer is
+// netpoll's standalone buffer, and Conn has IsActive and
+// AddCloseCallback, so a codec written for netpoll runs on ringpoll with
+// its types changed: Reader and Writer are concrete types here, Slice
+// returns a *Reader and Append takes a *LinkBuffer. The Handler is
+// netpoll's OnRequest: called when a connection has input, never twice at
+// once for one connection, and again while it consumes input; unlike
+// OnRequest it is not called again for input it left unread until more
+// arrives, and it may return an error, which closes the connection. What
+// else differs:
+//
+//   - Blocking: a connection's Reader waits for input as netpoll's does,
+//     bounded by the read deadline (netpoll's read timeout); in an inline
+//     handler it fails with ErrWouldBlock instead. Flush returns once the
+//     bytes are in the kernel or queued for the loop, waiting only while
+//     the output queue is above its high-water mark (never inline);
+//     netpoll's waits until they are written. A Reader from Slice and a
+//     LinkBuffer never wait: a read past their bytes fails with io.EOF.
+//   - Validity: slices from Next are valid until Release (or the handler's
+//     return) and from Malloc until Flush, as in netpoll, but from Peek
+//     only until the next Release or consuming call (netpoll's until
+//     Release). WriteString copies, and WriteBinary links only
+//     from 4 KiB (netpoll links both); linked memory (WriteBinary,
+//     WriteDirect) must not change until Flush returns. Until at the end
+//     of the input returns no bytes, where netpoll's returns them with
+//     the error.
+//   - Slice shares the connection's memory rather than copying, as
+//     netpoll's does; release the Reader it returns, since until then it
+//     holds input buffers that the input high-water mark does not count.
+//   - Concurrency: a Reader or Writer is for one goroutine at a time, as in
+//     netpoll; a Reader from Slice may be read on another goroutine than
+//     the connection's and released after the connection closed.
+//   - Close callbacks run once after the connection is finished, whoever
+//     closed it, on a goroutine of their own; a connection from Dial is
+//     closed only by Close.
+//
 // # Datagrams
 //
 // ListenPacket and DialPacket return a *PacketConn, a net.PacketConn with

@@ -42,6 +42,11 @@ var (
 	// given a negative length.
 	ErrNegativeCount = errors.New("ringpoll: negative count")
 
+	// ErrBeyondWritten is wrapped by the error of Writer.MallocAck and
+	// Writer.WriteDirect (and LinkBuffer's) given a count larger than
+	// MallocLen, the bytes written since the last Flush.
+	ErrBeyondWritten = errors.New("ringpoll: count beyond the bytes written since the last Flush")
+
 	// ErrBufferFull is returned (in a *net.OpError) by Reader.Until when
 	// the input high-water mark of bytes holds no delimiter: a peer cannot
 	// make it buffer without bound.

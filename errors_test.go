@@ -28,6 +28,15 @@ func TestErrors(t *testing.T) {
 		{name: "Peek(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Peek(-1); return err }, want: []error{ErrNegativeCount}},
 		{name: "Skip(-1)", err: func(_ *testing.T, c *Conn) error { return c.Reader().Skip(-1) }, want: []error{ErrNegativeCount}},
 		{name: "Malloc(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Writer().Malloc(-1); return err }, want: []error{ErrNegativeCount}},
+		{name: "Slice(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Slice(-1); return err }, want: []error{ErrNegativeCount}},
+		{name: "MallocAck(-1)", err: func(_ *testing.T, c *Conn) error { return c.Writer().MallocAck(-1) }, want: []error{ErrNegativeCount}},
+		{name: "MallocAck past MallocLen", err: func(_ *testing.T, c *Conn) error {
+			c.Writer().Malloc(3)
+			return c.Writer().MallocAck(4)
+		}, want: []error{ErrBeyondWritten}},
+		{name: "WriteDirect past MallocLen", err: func(_ *testing.T, c *Conn) error { return c.Writer().WriteDirect([]byte("x"), 1) }, want: []error{ErrBeyondWritten}},
+		{name: "LinkBuffer.MallocAck past MallocLen", noConn: true, err: func(*testing.T, *Conn) error { return NewLinkBuffer().MallocAck(1) }, want: []error{ErrBeyondWritten}},
+		{name: "LinkBuffer.WriteDirect(-1)", noConn: true, err: func(*testing.T, *Conn) error { return NewLinkBuffer().WriteDirect([]byte("x"), -1) }, want: []error{ErrNegativeCount}},
 		{name: "write after CloseWrite", err: func(t *testing.T, c *Conn) error {
 			if err := c.CloseWrite(); err != nil {
 				t.Fatal(err)

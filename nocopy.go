@@ -2,6 +2,8 @@ package ringpoll
 
 import (
 	"fmt"
+	"io"
+	"runtime"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
@@ -23,12 +25,27 @@ import (
 // costs memory, not correctness: the buffers under them are retired rather
 // than recycled (LoopStats.BuffersRetired counts them), so calling Release
 // when done, before or after Close, is still the cheaper way.
-type Reader struct{ c *Conn }
+//
+// A Reader that Slice returns, or that a LinkBuffer reads through, stands
+// on its own: it holds a fixed set of bytes, never blocks, and fails with
+// io.EOF, as a connection's Reader does once its input ended, when asked
+// for more bytes than it holds. Slices it returns are valid until its
+// Release.
+type Reader struct {
+	c  *Conn           // the connection, for a connection's Reader
+	lb *buf.LinkBuffer // the bytes of a standalone Reader; nil for a connection's
+}
 
 // Next returns the next n bytes and consumes them.
 func (r *Reader) Next(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ringpoll: Reader.Next(%d): %w", n, ErrNegativeCount)
+	}
+	if r.lb != nil {
+		if n > r.lb.Len() {
+			return nil, io.EOF
+		}
+		return r.lb.Next(n), nil
 	}
 	b, err := r.c.fd.Next(n)
 	return b, r.c.opError("read", err)
@@ -40,6 +57,12 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ringpoll: Reader.Peek(%d): %w", n, ErrNegativeCount)
 	}
+	if r.lb != nil {
+		if n > r.lb.Len() {
+			return nil, io.EOF
+		}
+		return r.lb.Peek(n), nil
+	}
 	b, err := r.c.fd.Peek(n)
 	return b, r.c.opError("read", err)
 }
@@ -49,14 +72,67 @@ func (r *Reader) Skip(n int) error {
 	if n < 0 {
 		return fmt.Errorf("ringpoll: Reader.Skip(%d): %w", n, ErrNegativeCount)
 	}
+	if r.lb != nil {
+		if n > r.lb.Len() {
+			return io.EOF
+		}
+		r.lb.Skip(n)
+		return nil
+	}
 	return r.c.opError("read", r.c.fd.Skip(n))
 }
 
 // Until returns the input up to and including the first delim and consumes
-// it. It fails if the input high-water mark of bytes holds no delim.
+// it. It fails if the input high-water mark of bytes holds no delim, or
+// with io.EOF if the input ends first (a standalone Reader's bytes hold no
+// delim); unlike netpoll's Until it then returns no bytes and consumes
+// none, so Next(Len()) still reads them.
 func (r *Reader) Until(delim byte) ([]byte, error) {
+	if r.lb != nil {
+		if i := r.lb.IndexByte(delim); i >= 0 {
+			return r.lb.Next(i + 1), nil
+		}
+		return nil, io.EOF
+	}
 	b, err := r.c.fd.Until(delim)
 	return b, r.c.opError("read", err)
+}
+
+// Slice returns a Reader over the next n bytes, which it consumes, then
+// releases r as Release does (slices r returned before become invalid),
+// as netpoll's Slice does. It waits for the bytes as Next does. They are
+// not copied: the new Reader shows r's memory, which is reused only once
+// both released it, so each may be read and released at its own pace, on
+// different goroutines, and the new one may outlive the connection.
+//
+// Release the new Reader once done with its bytes: until then it holds
+// the connection's input memory (on the io_uring engines the provided
+// buffers that the loop receives into, which the high-water mark does not
+// count). One dropped without a Release is cleaned up when the garbage
+// collector finds it, its buffers retired for good rather than reused.
+func (r *Reader) Slice(n int) (*Reader, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("ringpoll: Reader.Slice(%d): %w", n, ErrNegativeCount)
+	}
+	s := &Reader{lb: buf.New()}
+	var owned bool
+	if r.lb != nil {
+		if n > r.lb.Len() {
+			return nil, io.EOF
+		}
+		owned = r.lb.Share(s.lb, n)
+		r.Release()
+	} else {
+		var err error
+		if owned, err = r.c.fd.Slice(n, s.lb); err != nil {
+			return nil, r.c.opError("read", err)
+		}
+	}
+	if owned {
+		// Abandon, not Discard: slices s returned may outlive s itself.
+		runtime.AddCleanup(s, (*buf.LinkBuffer).Abandon, s.lb)
+	}
+	return s, nil
 }
 
 // ReadBinary returns a copy of the next n bytes, which stays valid after
@@ -92,12 +168,22 @@ func (r *Reader) ReadByte() (byte, error) {
 // Release frees the input consumed so far, so its memory can be reused and
 // the connection may read more. Slices returned before become invalid.
 func (r *Reader) Release() error {
+	if r.lb != nil {
+		r.lb.Release()
+		r.lb.Shrink()
+		return nil
+	}
 	r.c.fd.Release()
 	return nil
 }
 
 // Len returns the number of bytes readable without blocking.
-func (r *Reader) Len() int { return r.c.fd.Len() }
+func (r *Reader) Len() int {
+	if r.lb != nil {
+		return r.lb.Len()
+	}
+	return r.c.fd.Len()
+}
 
 // nocopyThreshold is the size from which WriteBinary links a slice instead
 // of copying it: below it, the copy is cheaper than the bookkeeping.
@@ -121,16 +207,10 @@ func (w *Writer) pending() *buf.LinkBuffer {
 // Malloc returns n bytes of output buffer for the caller to fill before the
 // next Flush.
 func (w *Writer) Malloc(n int) ([]byte, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Writer.Malloc(%d): %w", n, ErrNegativeCount)
+	if n <= 0 {
+		return malloc(nil, "Writer", n)
 	}
-	if n == 0 {
-		return []byte{}, nil
-	}
-	b := w.pending()
-	p := b.WriteSpace(n)[:n]
-	b.Commit(n)
-	return p, nil
+	return malloc(w.pending(), "Writer", n)
 }
 
 // WriteBinary appends b to the output. Slices of 4 KiB or more are linked,
@@ -144,10 +224,8 @@ func (w *Writer) Malloc(n int) ([]byte, error) {
 // releases it; such slices are read-only anyway (LoopStats.BuffersShared
 // counts them).
 func (w *Writer) WriteBinary(b []byte) (int, error) {
-	if len(b) >= nocopyThreshold {
-		w.pending().AppendRef(b, nil)
-	} else if len(b) > 0 {
-		w.pending().Append(b)
+	if len(b) > 0 {
+		writeBinary(w.pending(), b)
 	}
 	return len(b), nil
 }
@@ -160,9 +238,52 @@ func (w *Writer) WriteString(s string) (int, error) {
 
 // WriteByte appends one byte to the output (io.ByteWriter).
 func (w *Writer) WriteByte(c byte) error {
-	p := w.pending().WriteSpace(1)
-	p[0] = c
-	w.buf.Commit(1)
+	writeByte(w.pending(), c)
+	return nil
+}
+
+// WriteDirect inserts p, without copying it, before the last remainLen
+// bytes written since the last Flush, as netpoll's WriteDirect does: after
+// Malloc(a+b), WriteDirect(p, b) puts p between the first a and the last
+// b bytes of the Malloc'ed slice, which the caller may still fill after
+// the call. The caller must not modify p before Flush returns (as with
+// WriteBinary, Flush sends or copies it). remainLen must be in [0,
+// MallocLen()].
+func (w *Writer) WriteDirect(p []byte, remainLen int) error {
+	if err := checkWritten("Writer.WriteDirect", remainLen, w.MallocLen()); err != nil {
+		return err
+	}
+	if len(p) > 0 {
+		w.pending().InsertRef(p, remainLen, nil)
+	}
+	return nil
+}
+
+// MallocAck keeps the first n bytes written since the last Flush and drops
+// the rest, as netpoll's MallocAck does: Malloc(8), fill 5 bytes, and
+// MallocAck(MallocLen()-3) sends the 5. Memory of dropped bytes that the
+// Writer owns is written over by later writes. n must be in [0,
+// MallocLen()].
+func (w *Writer) MallocAck(n int) error {
+	if err := checkWritten("Writer.MallocAck", n, w.MallocLen()); err != nil {
+		return err
+	}
+	if w.buf != nil {
+		w.buf.Truncate(n)
+	}
+	return nil
+}
+
+// Append moves lb's bytes, flushed or not, to the end of what was written
+// since the last Flush, without copying, and leaves lb empty and usable,
+// as netpoll's Append does with the LinkBuffer it takes: they go out with
+// the next Flush. Slices that lb's Reader returned become invalid, and
+// bytes lb linked rather than copied (WriteBinary, WriteDirect) stay
+// linked: their memory must not change before that Flush returns.
+func (w *Writer) Append(lb *LinkBuffer) error {
+	if lb != nil && lb.Len()+lb.MallocLen() > 0 {
+		lb.moveTo(w.pending())
+	}
 	return nil
 }
 
@@ -183,4 +304,48 @@ func (w *Writer) Flush() error {
 		return nil
 	}
 	return w.c.opError("write", w.c.fd.WriteBuffer(w.buf))
+}
+
+// The writing methods of Writer and LinkBuffer share these, on the buffer
+// that holds what was written since the last Flush.
+
+// malloc returns n bytes of b's space, committed: they count as written.
+// b may be nil when n <= 0. who names the type in errors.
+func malloc(b *buf.LinkBuffer, who string, n int) ([]byte, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("ringpoll: %s.Malloc(%d): %w", who, n, ErrNegativeCount)
+	}
+	if n == 0 {
+		return []byte{}, nil
+	}
+	p := b.WriteSpace(n)[:n]
+	b.Commit(n)
+	return p, nil
+}
+
+// writeBinary links p (not empty) from nocopyThreshold bytes, or copies
+// it.
+func writeBinary(b *buf.LinkBuffer, p []byte) {
+	if len(p) >= nocopyThreshold {
+		b.AppendRef(p, nil)
+	} else {
+		b.Append(p)
+	}
+}
+
+func writeByte(b *buf.LinkBuffer, c byte) {
+	p := b.WriteSpace(1)
+	p[0] = c
+	b.Commit(1)
+}
+
+// checkWritten checks a count of bytes written since the last Flush.
+func checkWritten(op string, n, written int) error {
+	if n < 0 {
+		return fmt.Errorf("ringpoll: %s(%d): %w", op, n, ErrNegativeCount)
+	}
+	if n > written {
+		return fmt.Errorf("ringpoll: %s(%d) with %d bytes written since the last Flush: %w", op, n, written, ErrBeyondWritten)
+	}
+	return nil
 }

@@ -22,10 +22,23 @@ func (h *connHooks) OutputDrained() bool {
 	return c.inline && c.outputDrained()
 }
 
-// Finalized implements poll.Hooks: the connection leaves its Server and
-// drops its reference to the engine.
+// Finalized implements poll.Hooks: the connection runs its close
+// callbacks, leaves its Server and drops its reference to the engine.
+// Finalized may run on the event loop, and callbacks may block, so they
+// run on a goroutine of their own, and the rest after them.
 func (h *connHooks) Finalized() {
 	c := (*Conn)(h)
+	if fns := c.closeCallbacks(); fns != nil {
+		go c.finish(fns)
+		return
+	}
+	c.finish(nil)
+}
+
+// finish runs the close callbacks fns, then lets c leave its Server and
+// drops c's reference to the engine.
+func (c *Conn) finish(fns []CloseCallback) {
+	runCloseCallbacks(c, fns)
 	if c.srv != nil {
 		c.srv.forget(c)
 	}

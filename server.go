@@ -229,11 +229,11 @@ func (s *Server) drain() int {
 	now := time.Now().UnixNano()
 	for _, c := range conns {
 		c.draining.Store(true)
-		end := c.lingerEnd.Load()
+		end := c.lingerEnd()
 		switch {
 		case end == 0 && !c.processing.Load() && c.fd.Quiet():
 			// The last reply is out and no handler can start another.
-			c.lingerEnd.Store(now + int64(lingerTimeout))
+			c.setLingerEnd(now + int64(lingerTimeout))
 			if c.fd.InputEnded() && c.fd.Len() == 0 {
 				c.Close() // the peer is gone already
 				continue
@@ -247,7 +247,7 @@ func (s *Server) drain() int {
 			if c.unacked() > 0 {
 				// Replies still in the socket (a slow reader): a close
 				// now would reset the connection and drop them.
-				c.lingerEnd.Store(now + int64(lingerTimeout))
+				c.setLingerEnd(now + int64(lingerTimeout))
 				continue
 			}
 			c.Close()

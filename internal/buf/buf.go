@@ -48,7 +48,11 @@ import (
 // Discard frees the tail too, so it may only be called once no producer
 // runs any more (the connection is closed). Shrink frees a drained tail,
 // so it is only for buffers whose producer calls WriteSpace under the
-// mutex as well (every buffer of a connection does).
+// mutex as well (every buffer of a connection does). Truncate, InsertRef
+// and Concat rework nodes up to the tail, so they too need a producer
+// that does not write outside the mutex (a writer's own buffer). Share is
+// a consumer method: it only moves r and sets the owner of nodes it
+// shows, which the producer never reads.
 type LinkBuffer struct {
 	head *node // oldest node not yet freed
 	read *node // node holding the next readable byte (nodes before it are drained)

@@ -1,6 +1,7 @@
 package buf
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -127,4 +128,65 @@ func BenchmarkAppendSkipRelease(b *testing.B) {
 			lb.Discard()
 		})
 	}
+}
+
+// TestShareAcrossGoroutines: the consumer shares chunks of a buffer whose
+// producer writes outside the mutex, and another goroutine checks and
+// frees each chunk while the consumer releases its side and the producer
+// takes pooled nodes again: no byte a chunk shows may change before that
+// goroutine freed it. Run it with -race.
+func TestShareAcrossGoroutines(t *testing.T) {
+	const total = 4 << 20
+	var mu sync.Mutex
+	b := New()
+	go func() {
+		rng := rand.New(rand.NewPCG(5, 6))
+		for off := 0; off < total; {
+			sp := b.WriteSpace(rng.IntN(9000) + 1)
+			n := min(len(sp), total-off, rng.IntN(len(sp))+1)
+			fillPattern(sp[:n], off)
+			off += n
+			mu.Lock()
+			b.Commit(n)
+			mu.Unlock()
+		}
+	}()
+	type chunk struct {
+		b   *LinkBuffer
+		off int
+	}
+	chunks := make(chan chunk, 16)
+	checked := make(chan error, 1)
+	go func() {
+		var err error
+		for c := range chunks {
+			got := c.b.Next(c.b.Len())
+			runtime.Gosched() // let the others reuse memory meanwhile
+			if err == nil && !bytesMatchPattern(got, c.off) {
+				err = fmt.Errorf("a shared chunk at stream offset %d changed", c.off)
+			}
+			c.b.Release()
+			c.b.Discard()
+		}
+		checked <- err
+	}()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for off := 0; off < total; {
+		mu.Lock()
+		if n := b.Len(); n > 0 {
+			n = rng.IntN(n) + 1
+			dst := New()
+			b.Share(dst, n)
+			b.Release()
+			chunks <- chunk{dst, off}
+			off += n
+		}
+		mu.Unlock()
+		runtime.Gosched()
+	}
+	close(chunks)
+	if err := <-checked; err != nil {
+		t.Fatal(err)
+	}
+	b.Discard()
 }

@@ -29,15 +29,26 @@ type fuzzModel struct {
 	consumed int    // stream offset of the next byte read
 	// nexts are Next results with their expected content: they must stay
 	// intact until Release, even while the producer writes new data.
-	nexts    [][2][]byte
-	refEnd   []int // stream offset just past each AppendRef'd block
-	released []int // release calls per AppendRef'd block
-	retired  []int // retire calls per AppendRef'd block
+	nexts [][2][]byte
+	// refs holds, per referenced block (by id), the stream offset ranges
+	// its bytes span: its owner may hear only once the model consumed up
+	// to the end of the last one. InsertRef shifts the ranges after its
+	// point and splits the one it falls in; Truncate cuts them (a block
+	// with no range left may go at once).
+	refs     [][][2]int
+	released []int // release calls per referenced block
+	retired  []int // retire calls per referenced block
 	discard  bool  // inside Discard: releasing unconsumed refs is allowed
 	// kept are Next results from before an Abandon: they must stay intact
 	// for ever, whatever the buffer does afterwards.
 	kept [][2][]byte
+	// slices are buffers that Share filled from b, read and released on
+	// their own.
+	slices []*fuzzSlice
 }
+
+// fuzzOps is the number of operations step chooses from.
+const fuzzOps = 23
 
 // fuzzOwner is the owner of the model's id'th AppendRef'd block.
 type fuzzOwner struct {
@@ -54,7 +65,7 @@ func (o fuzzOwner) Release() {
 	}
 	// An empty block is released at once; others only once consumed (or
 	// discarded).
-	if o.n > 0 && !m.discard && m.consumed < m.refEnd[id] {
+	if o.n > 0 && !m.discard && m.consumed < m.refLimit(id) {
 		m.t.Fatalf("ref %d released before being consumed", id)
 	}
 }
@@ -87,7 +98,7 @@ func (m *fuzzModel) step(r *opReader) {
 	t, b := m.t, m.b
 	op := r.byte()
 	full := len(m.data) > maxModel
-	switch op % 18 {
+	switch op % fuzzOps {
 	case 0: // small Append
 		if n := r.byte(); !full {
 			b.Append(m.produce(n))
@@ -102,7 +113,7 @@ func (m *fuzzModel) step(r *opReader) {
 			return
 		}
 		sp := b.WriteSpace(minSize)
-		if op%15 == 3 {
+		if op%fuzzOps == 3 {
 			minSize = r.u16()
 			sp = b.WriteSpace(minSize)
 		}
@@ -122,11 +133,7 @@ func (m *fuzzModel) step(r *opReader) {
 		if full {
 			return
 		}
-		id := len(m.refEnd)
-		m.refEnd = append(m.refEnd, m.written+n)
-		m.released = append(m.released, 0)
-		m.retired = append(m.retired, 0)
-		b.AppendRef(m.produce(n), fuzzOwner{m, id, n})
+		b.AppendRef(m.produce(n), m.newRef(m.written-n, n))
 	case 5: // Next
 		n := r.u24() % (len(m.data) + 1)
 		got, want := b.Next(n), m.consume(n)
@@ -196,10 +203,48 @@ func (m *fuzzModel) step(r *opReader) {
 		}
 	case 17: // Abandon
 		m.abandonAll()
+	case 18:
+		m.share(r)
+	case 19:
+		m.sliceStep(r)
+	case 20: // Truncate
+		m.truncate(r.u24() % (len(m.data) + 1))
+	case 21:
+		if !full {
+			m.insertRef(r)
+		}
+	case 22:
+		if !full {
+			m.concat(r)
+		}
 	}
 	if b.Len() != len(m.data) || b.Held() < b.Len() {
-		t.Fatalf("op %d: Len %d Held %d, model %d", op%18, b.Len(), b.Held(), len(m.data))
+		t.Fatalf("op %d: Len %d Held %d, model %d", op%fuzzOps, b.Len(), b.Held(), len(m.data))
 	}
+}
+
+// refLimit returns the stream offset the model must have consumed before
+// block id's owner may hear, or -1 if it may at any time.
+func (m *fuzzModel) refLimit(id int) int {
+	limit := -1
+	for _, x := range m.refs[id] {
+		limit = max(limit, x[1])
+	}
+	return limit
+}
+
+// newRef registers a referenced block of n bytes at stream offset start
+// and returns its owner.
+func (m *fuzzModel) newRef(start, n int) fuzzOwner {
+	id := len(m.refs)
+	var rs [][2]int
+	if n > 0 {
+		rs = append(rs, [2]int{start, start + n})
+	}
+	m.refs = append(m.refs, rs)
+	m.released = append(m.released, 0)
+	m.retired = append(m.retired, 0)
+	return fuzzOwner{m, id, n}
 }
 
 // splice fills a second buffer (copies, references, WriteSpace, maybe a
@@ -268,6 +313,9 @@ func (m *fuzzModel) checkNexts() {
 func (m *fuzzModel) abandonAll() {
 	m.checkNexts()
 	m.b.Abandon()
+	// Slice buffers go after: what they share with b is retired once
+	// they let go.
+	m.dropSlices()
 	m.consume(len(m.data))
 	m.kept = append(m.kept, m.nexts...)
 	m.nexts = m.nexts[:0]
@@ -285,6 +333,7 @@ func (m *fuzzModel) discardAll() {
 	m.checkNexts()
 	m.discard = true
 	m.b.Discard()
+	m.dropSlices()
 	m.discard = false
 	m.consume(len(m.data))
 	m.nexts = m.nexts[:0]

@@ -129,9 +129,15 @@ func (b *LinkBuffer) free(n *node) {
 
 // freeNode returns n to its pool, releasing its memory to its owner if it
 // has one. The caller must have unlinked n and must not touch it
-// afterwards.
+// afterwards. A pooled or oversized node whose memory other nodes show
+// (its owner is a shared) only drops its reference: the last holder
+// pools it.
 func freeNode(n *node) {
 	n.r, n.w, n.off, n.next = 0, 0, 0, nil
+	if n.owner != nil && n.class != classRef {
+		n.owner.Release()
+		return
+	}
 	switch n.class {
 	case classRef, classUnpooled:
 		o := n.owner

@@ -69,7 +69,8 @@ func (b *LinkBuffer) Commit(n int) {
 	b.held += n
 }
 
-// link appends node p (whose w bytes count as readable) as the new tail.
+// link appends node p as the new tail: its bytes from r count as
+// readable, and from off as held.
 func (b *LinkBuffer) link(p *node) {
 	if b.tail == nil {
 		b.head, b.read = p, p
@@ -78,7 +79,7 @@ func (b *LinkBuffer) link(p *node) {
 	}
 	b.tail = p
 	b.length += p.w - p.r
-	b.held += p.w
+	b.held += p.w - p.off
 }
 
 // dropSpace cancels an outstanding WriteSpace: Append and AppendRef change
@@ -185,16 +186,21 @@ func (b *LinkBuffer) AppendRef(p []byte, owner Owner) {
 	if b.extendRef(p, owner) {
 		return
 	}
+	b.link(b.refNode(p, owner))
+}
+
+// refNode returns a full node that references p, made from the spare
+// struct if there is one.
+func (b *LinkBuffer) refNode(p []byte, owner Owner) *node {
 	n := b.spare
 	if n == nil {
-		b.link(newRefNode(p, owner))
-		return
+		return newRefNode(p, owner)
 	}
 	b.spare = nil
 	n.buf = p[:len(p):len(p)] // as newRefNode: no free area
 	n.w = len(p)
 	n.owner = owner
-	b.link(n)
+	return n
 }
 
 // extendRef appends p to the tail instead of linking a node for it, when
@@ -233,8 +239,9 @@ func (b *LinkBuffer) Discard() { b.drop(freeNode) }
 
 // Abandon empties the buffer as Discard does, but reuses none of its
 // memory, for a closed connection whose reader may still hold slices of
-// it: pooled nodes are left to the garbage collector, and ref nodes are
-// retired to their owners, which must never reuse that memory.
+// it: pooled nodes are left to the garbage collector, and ref nodes (and
+// nodes whose memory Share or InsertRef shared) are retired to their
+// owners, which must never reuse that memory.
 func (b *LinkBuffer) Abandon() { b.drop(abandonNode) }
 
 // drop unlinks every node, handing each to free.
@@ -251,13 +258,15 @@ func (b *LinkBuffer) drop(free func(*node)) {
 
 // abandonNode lets go of n without reusing its memory.
 func abandonNode(n *node) {
-	if n.class == classRef && n.owner != nil {
-		n.owner.Retire()
-	}
 	// The struct and its memory go to the garbage collector with the
 	// reader's last slice: putting either back in a pool could hand it to
-	// another connection.
+	// another connection. The fields are cleared before the owner hears:
+	// a shared owner may hand n to another goroutine.
+	o := n.owner
 	n.next, n.owner = nil, nil
+	if o != nil {
+		o.Retire()
+	}
 }
 
 // SetGrowHint asks that new nodes be at least n bytes, clamped to 64 KiB;

@@ -241,6 +241,23 @@ func (fd *FD) Skip(n int) error {
 	return nil
 }
 
+// Slice moves the next n bytes into dst without copying (see
+// buf.LinkBuffer.Share), blocking until they arrived, then releases the
+// input as Release does. dst's memory stays valid however fd's input is
+// released or freed, and does not count against the input high-water
+// mark. It reports whether dst holds memory an owner waits for (a
+// provided buffer): such a dst must be released or abandoned, not
+// dropped.
+func (fd *FD) Slice(n int, dst *buf.LinkBuffer) (owned bool, err error) {
+	if err := fd.lockInput(n); err != nil {
+		return false, err
+	}
+	owned = fd.in.Share(dst, n)
+	fd.releaseInput()
+	fd.unlockInput()
+	return owned, nil
+}
+
 // Until consumes and returns the input up to and including the first delim,
 // blocking until it arrived. It fails with ErrBufferFull when the input
 // high-water mark of bytes holds no delim, so a peer cannot make it buffer

@@ -38,8 +38,10 @@ type bufPool struct {
 	retired  idStack  // retired, not yet given new memory
 	inc      bool     // incremental consumption
 	// filled[i] is how many bytes of buffer i the kernel has filled
-	// since it was last put in the ring (inc only). Loop only.
+	// since it was last put in the ring, and inRing[i] whether the kernel
+	// may fill it further (inc only). Loop only.
 	filled []int32
+	inRing []bool
 	// outs[i] owns the output pieces of buffer i (Share); shared counts
 	// those outstanding, at most maxShared, so that output waiting for a
 	// peer that does not read keeps at most a quarter of the ring from
@@ -53,6 +55,10 @@ type bufPool struct {
 	// it when its reader releases it, whether or not the loop, which may
 	// sleep, has put it back yet.
 	taken int
+	// down is set when the loop closed the pool; freed once its arena went
+	// back for the next loop, which happens only when no reader holds any
+	// of its buffers (freeArena).
+	down, freed atomic.Bool
 }
 
 // idStack is a lock-free stack of buffer ids that any goroutine pushes on
@@ -133,6 +139,7 @@ func newBufPool(l *loop, count, size int, inc bool) (*bufPool, error) {
 	b.retired.next = make([]uint32, count)
 	if inc {
 		b.filled = make([]int32, count)
+		b.inRing = make([]bool, count)
 		b.outs = make([]outShare, count)
 		b.maxShared = int32(max(1, count/4))
 	}
@@ -152,6 +159,7 @@ func newBufPool(l *loop, count, size int, inc bool) (*bufPool, error) {
 func (b *bufPool) add(bid uint16, offset int) {
 	if b.inc {
 		b.filled[bid] = 0
+		b.inRing[bid] = true
 		b.refs[bid].n.Store(1) // the kernel's, until it moves past the buffer
 	}
 	b.ring.Add(b.arena.Buf(int(bid)), bid, offset)
@@ -177,6 +185,7 @@ func (b *bufPool) fill(bid uint16, n int32, more, hold bool) []byte {
 		r.n.Add(1)
 	}
 	if !more {
+		b.inRing[bid] = false
 		b.took()
 		r.drop() // the kernel's reference: it will not fill the buffer again
 	}
@@ -299,7 +308,8 @@ func (b *bufPool) retire(bid uint16) {
 	b.returnedOne()
 }
 
-// giveBack queues buffer bid for the ring. Safe for concurrent use.
+// giveBack queues buffer bid for the ring. Safe for concurrent use, also
+// after the pool closed.
 func (b *bufPool) giveBack(bid uint16) {
 	b.returned.push(bid)
 	b.returnedOne()
@@ -310,9 +320,13 @@ func (b *bufPool) giveBack(bid uint16) {
 func (b *bufPool) anyBack() bool { return !b.returned.empty() || !b.retired.empty() }
 
 // returnedOne counts a buffer back from its reader. It wakes the loop only
-// when a connection waits for buffers.
+// when a connection waits for buffers (never after the loop ended: it no
+// longer sleeps then). The last buffer back to a closed pool sends its
+// arena on to the next loop.
 func (b *bufPool) returnedOne() {
-	b.l.stats.BuffersOut.Add(-1)
+	if b.l.stats.BuffersOut.Add(-1) == 0 && b.down.Load() {
+		b.freeArena()
+	}
 	if b.l.starving.Load() {
 		b.l.wake()
 	}
@@ -356,8 +370,41 @@ func (l *loop) replenish() {
 	}
 }
 
+// close ends the pool with its loop. Its arena goes back for the next
+// loop of the same shape once no reader holds a buffer of it: at once, or
+// when the last one comes back. A reader can hold one past its
+// connection's end and the engine's (a Reader from Slice), and the next
+// loop hands every buffer to the kernel. Loop only, once.
 func (b *bufPool) close() {
 	b.ring.Close()
+	// The kernel is done with every buffer now, those it had filled part
+	// of included, whose pieces readers may still hold.
+	for bid, in := range b.inRing {
+		if in {
+			b.inRing[bid] = false
+			b.took()
+			b.refs[bid].drop()
+		}
+	}
+	// Either this load sees the last buffer back, or that buffer's
+	// returnedOne sees down (sequentially consistent atomics); freed
+	// makes sure only one of them sends the arena on.
+	b.down.Store(true)
+	if b.l.stats.BuffersOut.Load() == 0 {
+		b.freeArena()
+	}
+}
+
+// freeArena gives the arena, every buffer back from its readers, to the
+// next loop: a buffer retired and not yet given new memory gets it first,
+// since its reader may still see the old.
+func (b *bufPool) freeArena() {
+	if !b.freed.CompareAndSwap(false, true) {
+		return
+	}
+	for _, bid := range b.retired.takeAll(nil) {
+		b.arena.Replace(int(bid))
+	}
 	putArena(b.arena)
 }
 

@@ -112,3 +112,107 @@ func TestTuningIncremental(t *testing.T) {
 		}
 	}
 }
+
+// TestBufPoolArenaWaitsForReaders: a closed pool's arena goes to the next
+// loop only once no reader holds one of its buffers (a Reader from Slice
+// can outlive its connection and its engine), and a buffer retired before
+// then gets new memory first.
+func TestBufPoolArenaWaitsForReaders(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	const count, size = 8, 3 * 4096 // a shape no other test uses
+	var b *bufPool
+	err := onLockedThread(func() error {
+		r, err := newLoopRing(8, 16)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if b, err = newBufPool(&loop{ring: r}, count, size, false); err != nil {
+			return err
+		}
+		for range 3 { // the kernel filled buffers 0, 1 and 2
+			b.took()
+		}
+		b.refs[0].Release()
+		b.refs[1].Retire() // its reader may see it for ever
+		b.close()          // buffer 2 is still held
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, retired := b.arena.Buf(2), b.arena.Buf(1)
+	inPool := func() bool {
+		arenas.Lock()
+		defer arenas.Unlock()
+		return slices.Contains(arenas.free, b.arena)
+	}
+	if b.freed.Load() || inPool() {
+		t.Fatal("the arena went to the next loop while a reader held a buffer")
+	}
+	b.refs[2].Release()
+	if !b.freed.Load() || !inPool() {
+		t.Fatal("the arena did not go to the next loop when its last buffer came back")
+	}
+	if &b.arena.Buf(1)[0] == &retired[0] {
+		t.Fatal("the retired buffer kept its memory for the next loop")
+	}
+	if &b.arena.Buf(2)[0] != &held[0] {
+		t.Fatal("a released buffer was given new memory")
+	}
+	a, err := getArena(count, size)
+	if err != nil || a != b.arena {
+		t.Fatalf("getArena: %v, the pool's arena %v", err, a == b.arena)
+	}
+	putArena(a)
+}
+
+// TestBufPoolArenaWaitsForIncrementalPieces: with incremental consumption,
+// a buffer the kernel had filled only part of when the loop closed, whose
+// piece a reader still holds, keeps the arena from the next loop until
+// that piece is released.
+func TestBufPoolArenaWaitsForIncrementalPieces(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	if !incWorks() {
+		t.Skip("the kernel does not consume provided buffers incrementally")
+	}
+	const count, size = 4, 5 * 4096 // a shape no other test uses
+	var b *bufPool
+	var piece []byte
+	err := onLockedThread(func() error {
+		r, err := newLoopRing(8, 16)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if b, err = newBufPool(&loop{ring: r}, count, size, true); err != nil {
+			return err
+		}
+		piece = b.fill(0, 100, true, true) // part of buffer 0, held
+		b.fill(0, 50, true, false)         // more of it, for a closed connection
+		b.close()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(piece) != 100 || &piece[0] != &b.arena.Buf(0)[0] {
+		t.Fatalf("the piece is %d bytes at another place than buffer 0's start", len(piece))
+	}
+	if b.freed.Load() {
+		t.Fatal("the arena went to the next loop while a reader held a piece of a buffer")
+	}
+	b.refs[0].Release()
+	if !b.freed.Load() {
+		t.Fatalf("the arena did not go to the next loop when the last piece came back (%d out)", b.l.stats.BuffersOut.Load())
+	}
+	a, err := getArena(count, size)
+	if err != nil || a != b.arena {
+		t.Fatalf("getArena: %v, the pool's arena %v", err, a == b.arena)
+	}
+	putArena(a)
+}
