@@ -126,6 +126,23 @@ func (s *SQE) PrepFsync(fd int, flags uint32) {
 	s.OpFlags = flags
 }
 
+// PrepSplice prepares a splice(2) of n bytes from fdIn at offIn to fdOut
+// at offOut (liburing's io_uring_prep_splice); an offset is -1 for a pipe,
+// and one of the two descriptors must be a pipe's. flags are splice(2)'s
+// SPLICE_F_* and SpliceFdInFixed. The kernel always runs a splice in a
+// worker thread, where it may block; a result short of n fails the link
+// to the request after it (IOSQE_IO_LINK), which then ends with
+// -ECANCELED.
+func (s *SQE) PrepSplice(fdIn int, offIn int64, fdOut int, offOut int64, n uint32, flags uint32) {
+	s.Opcode = OpSplice
+	s.Fd = int32(fdOut)
+	s.Off = uint64(offOut)
+	s.Addr = uint64(offIn) // splice_off_in
+	s.Len = n
+	s.OpFlags = flags          // splice_flags
+	s.FileIndex = uint32(fdIn) // splice_fd_in
+}
+
 // PrepCancel64 prepares the cancellation of the request whose user_data is
 // target; flags may add CancelAll. Its own CQE's res is 0 (or a count with
 // CancelAll), -ENOENT or -EALREADY; the target ends with its own final CQE.
