@@ -45,6 +45,7 @@ var RequiredOps = map[uint8]string{
 	uring.OpRead:        "READ",         // the loop's wake-up eventfd, files
 	uring.OpWrite:       "WRITE",        // files
 	uring.OpFsync:       "FSYNC",        // files
+	uring.OpSplice:      "SPLICE",       // files sent to connections
 	uring.OpAsyncCancel: "ASYNC_CANCEL", // closing, input backpressure
 }
 

@@ -32,6 +32,7 @@ var prepOps = map[string]uint8{
 	"PrepReadAt":           uring.OpRead,
 	"PrepWriteAt":          uring.OpWrite,
 	"PrepFsync":            uring.OpFsync,
+	"PrepSplice":           uring.OpSplice,
 	"PrepCancel64":         uring.OpAsyncCancel,
 }
 

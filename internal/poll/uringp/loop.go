@@ -29,6 +29,8 @@ const (
 	taskAcceptResume
 	taskFile
 	taskFileCancel
+	taskSplice
+	taskSpliceStop
 	taskStop
 )
 
@@ -37,6 +39,7 @@ type task struct {
 	c    *conn
 	a    *acceptor
 	f    *FileOp
+	s    *SpliceOp
 }
 
 // loop is one io_uring event loop. The fields under mu are its inbox,
@@ -98,13 +101,17 @@ type loop struct {
 	fileGens      []uint32
 	freeFileSlots []uint32
 	files         int
-	notify        []*conn // got input this batch
-	starved       []*conn // multishot recv ended with ENOBUFS
-	draining      map[*conn]time.Time
-	yielded       bool
-	batch         uint32 // Tuning.Batch where the kernel has min_wait; else 0
-	fixed         uint32 // slots of the ring's fixed-file table (0: none)
-	stopping      bool
+	pipes         []*pipe // empty pipes for file sends (splice.go)
+	// splices are the file sends in progress, by connection (few at a
+	// time: a pointer in each conn would cost every idle connection).
+	splices  map[*conn]*SpliceOp
+	notify   []*conn // got input this batch
+	starved  []*conn // multishot recv ended with ENOBUFS
+	draining map[*conn]time.Time
+	yielded  bool
+	batch    uint32 // Tuning.Batch where the kernel has min_wait; else 0
+	fixed    uint32 // slots of the ring's fixed-file table (0: none)
+	stopping bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
 	noRecvLimit bool
@@ -120,6 +127,7 @@ func newLoop(m Mode, t Tuning) *loop {
 		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0,
 		evfd:        -1,
 		draining:    map[*conn]time.Time{},
+		splices:     map[*conn]*SpliceOp{},
 		noRecvLimit: t.NoRecvLimit,
 	}
 }
@@ -255,6 +263,7 @@ func fixedSlots() uint32 {
 // Closing the ring cancels whatever is still in flight (only the wake READ
 // by now).
 func (l *loop) teardownRing() {
+	l.closePipes()
 	if l.send != nil {
 		l.send.close()
 	}
@@ -360,6 +369,10 @@ func (l *loop) runTasks() (stop bool) {
 			l.submitFile(t.f)
 		case taskFileCancel:
 			l.cancelFile(t.f)
+		case taskSplice:
+			l.startSplice(t.s)
+		case taskSpliceStop:
+			l.stopSplice(t.s)
 		case taskStop:
 			stop = true
 		}
@@ -549,6 +562,10 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		if cqe.Res != 0 {
 			l.cancelInputMissed(c)
 		}
+	case kindSpliceIn:
+		l.spliceInDone(c, cqe)
+	case kindSpliceOut:
+		l.spliceOutDone(c, cqe)
 	}
 }
 
