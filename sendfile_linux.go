@@ -53,7 +53,7 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 	defer c.fd.UnlockOutput()
 	var sent int64
 	var err error
-	if _, ring := c.eng.eng.(*uringp.Engine); ring {
+	if _, ring := c.eng.eng.(*uringp.Engine); ring && n >= ringSendFileMin {
 		sent, err = c.spliceFile(f, off, n)
 	} else {
 		sent, err = c.sendfile(f, off, n)
@@ -63,6 +63,14 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 	}
 	return sent, c.opError("sendfile", err)
 }
+
+// ringSendFileMin is the smallest range the io_uring engines send from
+// the ring; smaller ones take sendfile(2), as on epoll, from the calling
+// goroutine (a writer may send on the socket while the loop has no
+// output: the queue is empty and the writers' lock held).
+// BenchmarkSendFile compares the two per size ("ring" and
+// "uring-sendfile"), which is how this is to be chosen.
+var ringSendFileMin int64
 
 // spliceFile has the connection's loop splice the range into the socket.
 func (c *Conn) spliceFile(f *File, off, n int64) (int64, error) {

@@ -67,7 +67,9 @@ func sfPeerQueued(t *testing.T, peer net.Conn) int {
 // what was written before it and before what is written after, while
 // other goroutines write meanwhile (their bytes never land inside the
 // range); ranges that start off a page boundary, span many pipe-fulls and
-// meet a full socket many times arrive whole.
+// meet a full socket many times arrive whole; a range past the end sends
+// what there is and returns io.EOF. The sendfile(2) path is tried on the
+// io_uring engines too.
 func TestConnSendFile(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -76,6 +78,7 @@ func TestConnSendFile(t *testing.T) {
 		off, n   int64
 		small    bool // small socket buffers: the socket fills many times
 		racers   int  // goroutines writing "X" meanwhile
+		syscall  bool // the io_uring engines take sendfile(2) too (ringSendFileMin)
 		wantEOF  bool
 		wantSent int64
 	}{
@@ -86,10 +89,16 @@ func TestConnSendFile(t *testing.T) {
 		{name: "past-eof", network: "tcp", size: 1000, off: 900, n: 500, wantEOF: true, wantSent: 100},
 		{name: "at-eof", network: "tcp", size: 1000, off: 1000, n: 10, wantEOF: true, wantSent: 0},
 		{name: "unix", network: "unix", size: 1<<20 + 5, off: 3, n: 1 << 20, wantSent: 1 << 20},
+		{name: "sendfile-big", network: "tcp", size: 3<<20 + 777, off: 1001, n: 3<<20 - 300, small: true, racers: 2, syscall: true, wantSent: 3<<20 - 300},
+		{name: "sendfile-past-eof", network: "tcp", size: 1000, off: 900, n: 500, syscall: true, wantEOF: true, wantSent: 100},
 	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
+				if tc.syscall {
+					ringSendFileMin = 1 << 62
+					defer func() { ringSendFileMin = 0 }()
+				}
 				f, data := sfFile(t, e, tc.size)
 				c, peer := tsPair(t, e, tc.network, tsDialed)
 				if tc.small {
