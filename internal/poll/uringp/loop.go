@@ -65,6 +65,9 @@ type loop struct {
 	thread  uint16
 	settled int
 	turns   int // loop turns, counted
+	// taskrunTurn is the last turn that entered the ring only because
+	// task work was pending (SQTaskrun).
+	taskrunTurn int
 	// cancels lists the connections with an input cancel in flight,
 	// looked at every cancelTick (cancel.go), next at cancelAt.
 	cancels  []*conn
@@ -468,9 +471,23 @@ func (l *loop) submitOrWait() {
 	if flags&uring.SQCQOverflow != 0 {
 		l.stats.CQOverflows.Add(1)
 	}
+	if flags&uring.SQTaskrun != 0 && l.parker != nil && l.taskrunTurn == l.turns-1 {
+		// The last turn entered to run the thread's task work and the
+		// flag stayed: the work is another thread's, queued for a
+		// request the loop submitted from there before it moved (a
+		// parked loop has no thread of its own). Only that thread runs
+		// it, when it next enters the kernel or returns from it; more
+		// enters from here would spin until then. Sleep instead: the
+		// request's completion, once that thread ran it, wakes the
+		// poller.
+		flags &^= uring.SQTaskrun
+	}
 	busy := l.ring.CQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 || l.pending() || l.sendReady()
 	if busy {
 		if l.ring.SQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 {
+			if flags&uring.SQTaskrun != 0 {
+				l.taskrunTurn = l.turns
+			}
 			l.submit(0)
 		}
 		return
