@@ -119,6 +119,8 @@ const (
 
 // Register opcodes (IORING_REGISTER_*).
 const (
+	RegisterBuffers         = 0
+	UnregisterBuffers       = 1
 	RegisterEventFD         = 4
 	UnregisterEventFD       = 5
 	RegisterProbe           = 8

@@ -323,6 +323,8 @@ func TestConstants(t *testing.T) {
 		{"IORING_ASYNC_CANCEL_FD_FIXED", CancelFDFixed, 0x8},
 
 		// enum io_uring_register_op
+		{"IORING_REGISTER_BUFFERS", RegisterBuffers, 0},
+		{"IORING_UNREGISTER_BUFFERS", UnregisterBuffers, 1},
 		{"IORING_REGISTER_EVENTFD", RegisterEventFD, 4},
 		{"IORING_UNREGISTER_EVENTFD", UnregisterEventFD, 5},
 		{"IORING_REGISTER_PROBE", RegisterProbe, 8},

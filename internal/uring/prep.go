@@ -111,6 +111,20 @@ func (s *SQE) PrepReadAt(fd int, b []byte, off int64) { s.prepRW(OpRead, fd, b, 
 // file's position).
 func (s *SQE) PrepWriteAt(fd int, b []byte, off int64) { s.prepRW(OpWrite, fd, b, off) }
 
+// PrepReadFixed is PrepReadAt into b, which must lie inside the
+// registered buffer bufIndex (RegisterBuffers).
+func (s *SQE) PrepReadFixed(fd int, b []byte, off int64, bufIndex uint16) {
+	s.prepRW(OpReadFixed, fd, b, off)
+	s.BufIndex = bufIndex
+}
+
+// PrepWriteFixed is PrepWriteAt of b, which must lie inside the
+// registered buffer bufIndex.
+func (s *SQE) PrepWriteFixed(fd int, b []byte, off int64, bufIndex uint16) {
+	s.prepRW(OpWriteFixed, fd, b, off)
+	s.BufIndex = bufIndex
+}
+
 func (s *SQE) prepRW(op uint8, fd int, b []byte, off int64) {
 	s.Opcode = op
 	s.Fd = int32(fd)
