@@ -104,7 +104,8 @@ type loop struct {
 	fileGens      []uint32
 	freeFileSlots []uint32
 	files         int
-	pipes         []*pipe // empty pipes for file sends (splice.go)
+	pipes         []*pipe   // empty pipes for file sends (splice.go)
+	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
 	// splices are the file sends in progress, by connection (few at a
 	// time: a pointer in each conn would cost every idle connection).
 	splices  map[*conn]*SpliceOp
@@ -242,6 +243,11 @@ func (l *loop) setup() error {
 			return err
 		}
 	}
+	if l.tuning.FileBuffers > 0 {
+		// Best effort: without them, file requests use the caller's
+		// memory (RLIMIT_MEMLOCK may refuse the pinned pages).
+		l.fbufs, _ = newFileBufs(l.ring, l.tuning.FileBuffers)
+	}
 	if l.locked {
 		l.armWake()
 	}
@@ -281,6 +287,9 @@ func (l *loop) teardownRing() {
 	}
 	if l.ring != nil {
 		l.ring.Close()
+	}
+	if l.fbufs != nil {
+		l.fbufs.close() // after the ring: it held the pages
 	}
 	if l.evfd >= 0 {
 		unix.Close(l.evfd)
