@@ -32,6 +32,7 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		BatchWait:    k.ring.batchWait,
 		KeepP:        k.ring.keepP,
 		MoveEvery:    k.ring.moveEvery,
+		FileBuffers:  k.ring.fileBufs,
 		CPUs:         parseCPUList(k.ring.cpus),
 	})
 }

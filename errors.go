@@ -63,6 +63,12 @@ var (
 	// again when more input arrives.
 	ErrWouldBlock = poll.ErrWouldBlock
 
+	// ErrInline is wrapped by the error of a call that waits for the
+	// event loop, made by a handler that runs inline on that loop
+	// (WithInlineHandler): Conn.SendFile. Make the call from a pooled
+	// handler (the default) or another goroutine.
+	ErrInline = errors.New("ringpoll: the call waits for the event loop, and the handler runs inline on it (WithInlineHandler): call it from a pooled handler or another goroutine")
+
 	// ErrRawIO is returned by the Read and Write methods of the
 	// syscall.RawConn that Conn.SyscallConn returns: the engine owns the
 	// socket's I/O, so only Control is supported.

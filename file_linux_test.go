@@ -98,7 +98,8 @@ func TestFileReadWrite(t *testing.T) {
 }
 
 // TestFileNoSpace: a write that fills a small filesystem returns what it
-// wrote and ENOSPC.
+// wrote, a part, and ENOSPC; that part reads back, and a write at its end
+// writes nothing.
 func TestFileNoSpace(t *testing.T) {
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
@@ -110,13 +111,23 @@ func TestFileNoSpace(t *testing.T) {
 		f := fileOpen(t, e, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 		defer os.Remove(name)
 		p := make([]byte, 1<<20)
+		for i := range p {
+			p[i] = byte(i * 31)
+		}
 		n, err := f.WriteAt(p, 0)
-		if !errors.Is(err, syscall.ENOSPC) || n >= len(p) {
-			t.Fatalf("WriteAt of 1 MiB on a 64 KiB tmpfs = %d, %v; want fewer bytes and ENOSPC", n, err)
+		if !errors.Is(err, syscall.ENOSPC) || n >= len(p) || n == 0 {
+			t.Fatalf("WriteAt of 1 MiB on a 64 KiB tmpfs = %d, %v; want some bytes, not all, and ENOSPC", n, err)
 		}
 		var pe *os.PathError
 		if !errors.As(err, &pe) || pe.Path != name {
 			t.Fatalf("error %v: want an *os.PathError naming %s", err, name)
+		}
+		got := make([]byte, n+1)
+		if m, err := f.ReadAt(got, 0); m != n || err != io.EOF || !bytes.Equal(got[:m], p[:n]) {
+			t.Fatalf("read back = %d, %v; want the %d bytes written and io.EOF", m, err, n)
+		}
+		if m, err := f.WriteAt(p[:4096], int64(n)); m != 0 || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("WriteAt on the full tmpfs = %d, %v; want 0, ENOSPC", m, err)
 		}
 	})
 }
@@ -185,25 +196,49 @@ func TestFileCancel(t *testing.T) {
 }
 
 // TestFileCloseInFlight: Close ends a read that waits, with os.ErrClosed,
-// and later calls fail the same way.
+// and later calls fail the same way. On epoll, where the read is a system
+// call, Close waits for it to end and closes the descriptor only then:
+// the read gets the bytes that end it (or os.ErrClosed, if Close came
+// before it started), never EBADF.
 func TestFileCloseInFlight(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
-		if e == EngineEpoll {
-			t.Skip("on epoll Close waits for a read in a system call to end")
+		f, name := fifo(t, e)
+		w, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		f, _ := fifo(t, e)
-		res := make(chan error, 1)
+		defer w.Close()
+		type result struct {
+			n   int
+			err error
+		}
+		res := make(chan result, 1)
 		before := fileSQEs(f)
+		buf := make([]byte, 16)
 		go func() {
-			_, err := f.Read(make([]byte, 16))
-			res <- err
+			n, err := f.Read(buf)
+			res <- result{n, err}
 		}()
-		waitSubmitted(f, before)
-		if err := f.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		if err := tsRecv(t, res, "the read Close ended"); !errors.Is(err, os.ErrClosed) {
-			t.Fatalf("read in flight at Close: %v, want os.ErrClosed", err)
+		if e == EngineEpoll {
+			closed := make(chan error, 1)
+			go func() { closed <- f.Close() }()
+			tsEventually(t, "Close to begin", f.closed.Load)
+			w.Write([]byte("last"))
+			r := tsRecv(t, res, "the read in flight at Close")
+			if !(r.err == nil && string(buf[:r.n]) == "last") && !errors.Is(r.err, os.ErrClosed) {
+				t.Fatalf("read in flight at Close = %q, %v; want the bytes or os.ErrClosed", buf[:r.n], r.err)
+			}
+			if err := tsRecv(t, closed, "Close"); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		} else {
+			waitSubmitted(f, before)
+			if err := f.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if r := tsRecv(t, res, "the read Close ended"); !errors.Is(r.err, os.ErrClosed) {
+				t.Fatalf("read in flight at Close: %v, want os.ErrClosed", r.err)
+			}
 		}
 		if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
 			t.Fatalf("ReadAt after Close: %v, want os.ErrClosed", err)

@@ -86,6 +86,18 @@
 // paired within each repeat; runs whose check failed or whose client
 // counted socket errors or non-2xx answers are flagged.
 //
+// With -kv it runs the key-value scenario instead (kv.go): cmd/ringkv
+// serving random 4 KiB records of a data file of -kv-file-size (2 GiB by
+// default, made once in -kv-dir and reused) with O_DIRECT, with the file
+// on the network's ring (ringpoll.File), as an os.File under ringpoll,
+// and as an os.File under std net, loaded by ringload -proto kv at
+// -kv-conns connections with -kv-outstanding requests in flight in
+// total, gets only and with puts; it reports requests per second and per
+// server CPU-second, latency and the server's most OS threads, in kv.md
+// and kv.jsonl.
+//
+//	go run ./cmd/ringbench -kv
+//
 // Outputs, in -out (default ringbench-results): results.jsonl (a line per
 // run and per cell summary, internal/benchfmt), report.md, the charts
 // (<group>-{throughput,p99,cpu,syscalls}.svg) and each server's log in
@@ -161,6 +173,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
 	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download) and grpc-go on ringpoll and on their usual network layer, loaded by wrk, h2load and grpc-go's benchmark client")
 	fwf := addFwFlags(fs)
+	kv := fs.Bool("kv", false, "run the key-value scenario instead: ringkv serving 4 KiB records with O_DIRECT, the file on the network's ring, as an os.File under ringpoll, and under std net")
+	kvServersFlag := fs.String("kv-servers", defaultKVServers, "with -kv: servers, comma-separated: ring, osfile, std, sendfile")
+	kvConns := fs.String("kv-conns", defaultKVConns, "with -kv: connection counts, comma-separated")
+	kvWrites := fs.String("kv-writes", defaultKVWrites, "with -kv: variants, as percentages of puts (each acknowledged after a group-commit fdatasync), comma-separated")
+	kvOutstanding := fs.Int("kv-outstanding", 64, "with -kv: requests in flight over all connections")
+	kvFileSize := fs.String("kv-file-size", "2GiB", "with -kv: the data file's size (made once, reused by later runs)")
+	kvDir := fs.String("kv-dir", os.TempDir(), "with -kv: where the data file lives")
 	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -241,6 +260,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *kv {
+		kc, err := parseKV(*kvServersFlag, *kvConns, *kvWrites, *kvFileSize)
+		if err != nil {
+			return bad(err)
+		}
+		if *kvOutstanding < 1 || *kvOutstanding > 100000 {
+			return bad(fmt.Errorf("-kv-outstanding %d: want 1 to 100000", *kvOutstanding))
+		}
+		kc.outstanding, kc.dir = *kvOutstanding, *kvDir
+		kc.repeats, kc.warmup, kc.duration = cfg.repeats, cfg.warmup, cfg.duration
+		kc.serverCPUs, kc.loadCPUs, kc.src, kc.out = cfg.serverCPUs, cfg.loadCPUs, cfg.src, cfg.out
+		kc.commandLine, kc.stdout, kc.stderr = cfg.commandLine, stdout, stderr
+		code, err := benchKV(ctx, kc)
+		if err != nil {
+			fmt.Fprintln(stderr, "ringbench:", err)
+			return 1
+		}
+		return code
+	}
 	if *udp {
 		uc := udpConfig{flows: *udpFlows, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 			serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, rps: *rps, src: cfg.src, out: cfg.out,

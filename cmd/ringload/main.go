@@ -22,7 +22,11 @@
 //
 // -proto echo (the default) sends raw -size byte messages; -proto rpc frames
 // each -size byte payload with a 4-byte big-endian length
-// (internal/rpcframe), netpoll-benchmark's RPC rules.
+// (internal/rpcframe), netpoll-benchmark's RPC rules. -proto kv loads
+// cmd/ringkv, ringbench's key-value server (internal/kvproto): each
+// request a get of a random one of -kv-records 4 KiB records, or a put
+// -kv-writes percent of the time, every reply checked; -outstanding caps
+// the requests in flight over all connections (kv.go).
 //
 // -rate R caps the offered load at R requests per second over all
 // connections: each connection sends a batch on a fixed schedule, the
@@ -102,6 +106,7 @@ import (
 
 	"github.com/ringpoll/ringpoll/internal/benchfmt"
 	"github.com/ringpoll/ringpoll/internal/hdr"
+	"github.com/ringpoll/ringpoll/internal/kvproto"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
@@ -133,6 +138,11 @@ type config struct {
 	// statsWait bounds the wait for each -server-stats dump (0:
 	// benchfmt.DefaultStatsWait).
 	statsWait time.Duration
+	// -proto kv: records in the server's file, percent of puts, and the
+	// cap on requests in flight over all connections (0: none).
+	kvRecords   int64
+	kvWrites    int
+	outstanding int
 }
 
 // headerLen is the connection id and sequence number at the start of every
@@ -154,7 +164,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:7000", "server address (host:port)")
 	conns := fs.Int("conns", 100, "connections, each a goroutine doing strict ping-pong")
 	size := fs.Int("size", 1024, "message size in bytes (at least 16; with -proto rpc, the payload after the 4-byte length)")
-	proto := fs.String("proto", "echo", "echo (raw bytes echoed), rpc (4-byte big-endian length, then the payload; see internal/rpcframe), udp (datagrams one way from -conns sockets, as fast as they go) or udp-rr (DNS-like: -conns clients each awaiting its request's echo, at -rate)")
+	proto := fs.String("proto", "echo", "echo (raw bytes echoed), rpc (4-byte big-endian length, then the payload; see internal/rpcframe), kv (gets and puts of 4 KiB records, cmd/ringkv), udp (datagrams one way from -conns sockets, as fast as they go) or udp-rr (DNS-like: -conns clients each awaiting its request's echo, at -rate)")
 	gso := fs.Bool("gso", true, "with -proto udp: send runs of datagrams as one message the kernel cuts (UDP GSO)")
 	depth := fs.Int("depth", 1, "messages in flight per connection: 1 is strict ping-pong; more pipelines: write that many, then read their replies")
 	rate := fs.Float64("rate", 0, "offered load in requests/s over all connections (0: as fast as replies come)")
@@ -164,6 +174,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
 	slowloris := fs.Int("slowloris", 0, "also hold this many connections that each send one byte every 1-2 s and check its echo (slowloris clients; not measured)")
 	serverStats := fs.String("server-stats", "", "with -server-pid: the server's ringecho -stats-file, to count the library's own event-loop syscalls (SIGUSR1 asks for it)")
+	kvRecords := fs.Int64("kv-records", 0, "with -proto kv: the records in the server's file (requests pick one at random)")
+	kvWrites := fs.Int("kv-writes", 0, "with -proto kv: percent of requests that are puts (0-100)")
+	outstanding := fs.Int("outstanding", 0, "at most this many requests in flight over all connections (0: one per connection)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	serveStdFlag := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
 	bufSize := fs.Int("buf", 16<<10, "with -serve-std: read buffer per connection, 1 KiB to 64 KiB")
@@ -249,6 +262,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dialTimeout: 5 * time.Second,
 
 		slowlorisFirst: 2 * time.Second,
+		kvRecords:      *kvRecords,
+		kvWrites:       *kvWrites,
+		outstanding:    *outstanding,
 	}
 	if err := cfg.check(); err != nil {
 		fmt.Fprintln(stderr, "ringload:", err)
@@ -289,8 +305,18 @@ func (c config) check() error {
 		return fmt.Errorf("-size %d: want at least %d (the id and sequence header)", c.size, headerLen)
 	case c.size > 64<<20:
 		return fmt.Errorf("-size %d: want at most 64 MiB", c.size)
-	case c.proto != "echo" && c.proto != "rpc":
-		return fmt.Errorf("-proto %q: want echo or rpc", c.proto)
+	case c.proto != "echo" && c.proto != "rpc" && c.proto != "kv":
+		return fmt.Errorf("-proto %q: want echo, rpc or kv", c.proto)
+	case c.proto == "kv" && c.kvRecords < 1:
+		return fmt.Errorf("-kv-records %d: -proto kv needs the server file's record count", c.kvRecords)
+	case c.kvWrites < 0 || c.kvWrites > 100:
+		return fmt.Errorf("-kv-writes %d: want a percentage, 0 to 100", c.kvWrites)
+	case c.proto == "kv" && (c.depth != 1 || c.rate != 0):
+		return errors.New("-proto kv sends one request at a time per connection, as fast as replies come: no -depth or -rate")
+	case c.outstanding < 0:
+		return fmt.Errorf("-outstanding %d: want 0 (no cap) or more", c.outstanding)
+	case c.outstanding > 0 && c.proto != "kv":
+		return errors.New("-outstanding needs -proto kv")
 	case c.proto == "rpc" && c.size > rpcframe.MaxPayload:
 		return fmt.Errorf("-size %d: the rpc payload is at most %d", c.size, rpcframe.MaxPayload)
 	case c.depth < 1 || c.depth > 1024:
@@ -324,6 +350,9 @@ type result struct {
 	Proto       string  `json:"proto"`
 	Depth       int     `json:"depth"`
 	OfferedRate float64 `json:"offered_rate"` // -rate; 0: no cap
+	// -proto kv: puts in percent, the cap on requests in flight (0: none).
+	KVWrites    int     `json:"kv_writes,omitempty"`
+	Outstanding int     `json:"outstanding,omitempty"`
 	WarmupS     float64 `json:"warmup_s"`
 	WindowS     float64 `json:"window_s"` // measured window, as it happened
 	Requests    uint64  `json:"requests"`
@@ -344,8 +373,11 @@ type result struct {
 
 	// Server statistics over the window; zero (and -1 for the per-request
 	// ones) without -server-pid. ServerNote says what could not be read.
-	ServerPID         int     `json:"server_pid"`
-	ServerThreads     int     `json:"server_threads"`
+	ServerPID     int `json:"server_pid"`
+	ServerThreads int `json:"server_threads"`
+	// ServerThreadsMax is the most threads the server had (/proc/PID/status
+	// Threads, sampled every 10 ms from the start of the load to its end).
+	ServerThreadsMax  int     `json:"server_threads_max"`
 	ServerCPUns       int64   `json:"server_cpu_ns"`
 	ServerCPUCores    float64 `json:"server_cpu_cores"`
 	ServerCPUusPerReq float64 `json:"server_cpu_us_per_req"`
@@ -404,7 +436,7 @@ func (r *result) writeText(w io.Writer) {
 	fmt.Fprintf(bw, "client CPU        %.3f cores (machine busy %.3f cores, other %.3f)\n",
 		r.ClientCPUCores, r.MachineCPUCores, r.OtherCPUCores)
 	if r.ServerPID != 0 {
-		fmt.Fprintf(bw, "server            pid %d, %d threads\n", r.ServerPID, r.ServerThreads)
+		fmt.Fprintf(bw, "server            pid %d, %d threads (at most %d)\n", r.ServerPID, r.ServerThreads, r.ServerThreadsMax)
 		fmt.Fprintf(bw, "server CPU        %.3f cores, %.3f µs/request, %.0f requests per CPU-second\n",
 			r.ServerCPUCores, r.ServerCPUusPerReq, r.ReqPerServerCPUs)
 		if r.Syscalls >= 0 {
@@ -461,6 +493,7 @@ type worker struct {
 type shared struct {
 	phase    atomic.Int32
 	stop     chan struct{} // closed when the phase becomes phaseStop
+	slots    chan struct{} // -outstanding: a token per request in flight; nil: no cap
 	counted  atomic.Uint64 // requests completed in the window
 	budget   uint64        // -requests; 0: none
 	spent    chan struct{} // closed when counted reaches budget
@@ -604,7 +637,7 @@ func (w *worker) describeMismatch(seq uint64, want, got []byte) string {
 func load(ctx context.Context, cfg config) (*result, error) {
 	res := &result{
 		Addr: cfg.addr, Conns: cfg.conns, Size: cfg.size, Proto: cfg.proto, Depth: cfg.depth,
-		OfferedRate: cfg.rate, WarmupS: cfg.warmup.Seconds(),
+		OfferedRate: cfg.rate, WarmupS: cfg.warmup.Seconds(), KVWrites: cfg.kvWrites, Outstanding: cfg.outstanding,
 		ServerPID: cfg.serverPID, Syscalls: -1, SyscallsPerReq: -1,
 		ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, CtxSwitchesPerReq: -1,
 		LoopSyscalls: -1, LoopSyscallsPerReq: -1,
@@ -679,6 +712,16 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		w.conn.SetDeadline(hard)
 	}
 	sh := &shared{stop: make(chan struct{}), budget: cfg.requests, spent: make(chan struct{})}
+	if cfg.outstanding > 0 {
+		sh.slots = make(chan struct{}, cfg.outstanding)
+	}
+	if cfg.proto == "kv" {
+		res.Size = kvproto.RecordSize
+	}
+	if cfg.serverPID != 0 {
+		threads := watchThreads(cfg.serverPID, 10*time.Millisecond)
+		defer func() { res.ServerThreadsMax = threads.end() }()
+	}
 	if cfg.rate > 0 {
 		// Each connection sends a batch every interval, the connections'
 		// schedules spread evenly over one interval.
@@ -694,6 +737,10 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if cfg.proto == "kv" {
+				w.loopKV(sh)
+				return
+			}
 			w.loop(sh)
 		}()
 	}

@@ -6,6 +6,8 @@ package uring
 const (
 	OpNop         = 0
 	OpFsync       = 3
+	OpReadFixed   = 4
+	OpWriteFixed  = 5
 	OpPollAdd     = 6
 	OpPollRemove  = 7
 	OpSendmsg     = 9
@@ -19,6 +21,7 @@ const (
 	OpRead        = 22
 	OpWrite       = 23
 	OpSend        = 26
+	OpSplice      = 30
 	OpRecv        = 27
 	OpShutdown    = 34
 	OpMsgRing     = 40
@@ -29,6 +32,10 @@ const (
 
 // FsyncDatasync makes an OpFsync an fdatasync (IORING_FSYNC_DATASYNC).
 const FsyncDatasync = 1 << 0
+
+// SpliceFdInFixed (SPLICE_F_FD_IN_FIXED) says an OpSplice's input
+// descriptor is an index into the ring's fixed-file table.
+const SpliceFdInFixed = 1 << 31
 
 // SQE flags (IOSQE_*).
 const (
@@ -112,6 +119,8 @@ const (
 
 // Register opcodes (IORING_REGISTER_*).
 const (
+	RegisterBuffers         = 0
+	UnregisterBuffers       = 1
 	RegisterEventFD         = 4
 	UnregisterEventFD       = 5
 	RegisterProbe           = 8

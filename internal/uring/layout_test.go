@@ -228,6 +228,9 @@ func TestConstants(t *testing.T) {
 	rows := []constRow{
 		// enum io_uring_op
 		{"IORING_OP_NOP", OpNop, 0},
+		{"IORING_OP_FSYNC", OpFsync, 3},
+		{"IORING_OP_READ_FIXED", OpReadFixed, 4},
+		{"IORING_OP_WRITE_FIXED", OpWriteFixed, 5},
 		{"IORING_OP_POLL_ADD", OpPollAdd, 6},
 		{"IORING_OP_POLL_REMOVE", OpPollRemove, 7},
 		{"IORING_OP_SENDMSG", OpSendmsg, 9},
@@ -239,13 +242,20 @@ func TestConstants(t *testing.T) {
 		{"IORING_OP_CONNECT", OpConnect, 16},
 		{"IORING_OP_CLOSE", OpClose, 19},
 		{"IORING_OP_READ", OpRead, 22},
+		{"IORING_OP_WRITE", OpWrite, 23},
 		{"IORING_OP_SEND", OpSend, 26},
 		{"IORING_OP_RECV", OpRecv, 27},
+		{"IORING_OP_SPLICE", OpSplice, 30},
 		{"IORING_OP_SHUTDOWN", OpShutdown, 34},
 		{"IORING_OP_MSG_RING", OpMsgRing, 40},
 		{"IORING_OP_SOCKET", OpSocket, 45},
 		{"IORING_OP_SEND_ZC", OpSendZC, 47},
 		{"IORING_OP_SENDMSG_ZC", OpSendmsgZC, 48},
+
+		// IORING_FSYNC_DATASYNC (sqe->fsync_flags), SPLICE_F_FD_IN_FIXED
+		// (sqe->splice_flags)
+		{"IORING_FSYNC_DATASYNC", FsyncDatasync, 0x1},
+		{"SPLICE_F_FD_IN_FIXED", SpliceFdInFixed, 0x80000000},
 
 		// IOSQE_*
 		{"IOSQE_FIXED_FILE", SqeFixedFile, 0x01},
@@ -313,6 +323,8 @@ func TestConstants(t *testing.T) {
 		{"IORING_ASYNC_CANCEL_FD_FIXED", CancelFDFixed, 0x8},
 
 		// enum io_uring_register_op
+		{"IORING_REGISTER_BUFFERS", RegisterBuffers, 0},
+		{"IORING_UNREGISTER_BUFFERS", UnregisterBuffers, 1},
 		{"IORING_REGISTER_EVENTFD", RegisterEventFD, 4},
 		{"IORING_UNREGISTER_EVENTFD", UnregisterEventFD, 5},
 		{"IORING_REGISTER_PROBE", RegisterProbe, 8},

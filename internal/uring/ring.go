@@ -168,6 +168,13 @@ func (r *Ring) Flush() uint32 {
 	return r.sqeTail - atomic.LoadUint32(r.sqHead)
 }
 
+// SQSpace returns the number of entries GetSQE can hand out before the
+// queue is full: requests linked with SqeIOLink must be got together, since
+// a chain that a submission cuts ends where it was cut.
+func (r *Ring) SQSpace() uint32 {
+	return r.Params.SQEntries - (r.sqeTail - atomic.LoadUint32(r.sqHead))
+}
+
 // SQReady returns the number of entries got but not yet submitted.
 func (r *Ring) SQReady() uint32 { return r.sqeTail - atomic.LoadUint32(r.sqHead) }
 

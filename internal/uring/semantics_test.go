@@ -1067,3 +1067,135 @@ func TestIsTemporary(t *testing.T) {
 		}
 	}
 }
+
+// TestSpliceLinked: a file spliced into a pipe and, linked, the pipe into
+// a non-blocking socket moves the bytes in order; a first splice that
+// moves less than asked (the end of the file) fails the link, so the
+// second ends with -ECANCELED and the pipe keeps what the first moved; a
+// splice into a full non-blocking socket moves what fits and ends (or
+// ends with -EAGAIN when nothing fits). uringp's file sends (splice.go)
+// are built on these three.
+func TestSpliceLinked(t *testing.T) {
+	h := newHarness(t, 8, 64)
+	h.requireOps(OpSplice)
+	name := t.TempDir() + "/f"
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1024) // 16 KiB
+	if err := os.WriteFile(name, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(file)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	h.track(p[0])
+	h.track(p[1])
+	a, b := h.socketpair()
+	if err := unix.SetsockoptInt(a, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+		t.Fatal(err)
+	}
+
+	pair := func(off int64, n uint32) (in, out CQE) {
+		s := h.sqe()
+		s.PrepSplice(file, off, p[1], -1, n, unix.SPLICE_F_MOVE)
+		s.Flags |= SqeIOLink
+		s.UserData = 1
+		s = h.sqe()
+		s.PrepSplice(p[0], -1, a, -1, n, unix.SPLICE_F_MOVE)
+		s.UserData = 2
+		cs := h.reapN(2)
+		in, _ = finalOf(cs, 1)
+		out, _ = finalOf(cs, 2)
+		return in, out
+	}
+
+	// Whole: 100 bytes from offset 10 reach the other socket.
+	if in, out := pair(10, 100); in.Res != 100 || out.Res != 100 {
+		t.Fatalf("linked splices of 100 bytes: %s", fmtCQEs([]CQE{in, out}))
+	}
+	got := make([]byte, 200)
+	if n, _ := unix.Read(b, got); n != 100 || !bytes.Equal(got[:n], data[10:110]) {
+		t.Fatalf("read %d bytes, want 100 from offset 10", n)
+	}
+
+	// Short: 100 bytes asked 40 before the end; the link breaks.
+	off := int64(len(data) - 40)
+	if in, out := pair(off, 100); in.Res != 40 || out.Res != errno(syscall.ECANCELED) {
+		t.Fatalf("linked splices past the end: %s; want 40 then -ECANCELED", fmtCQEs([]CQE{in, out}))
+	}
+	if n, err := unix.Read(b, got); n > 0 || err != unix.EAGAIN {
+		t.Fatalf("the socket got %d bytes (%v) from a cancelled splice", n, err)
+	}
+	if n, err := unix.Read(p[0], got); n != 40 || !bytes.Equal(got[:n], data[off:]) {
+		t.Fatalf("the pipe holds %d bytes (%v), want the 40 the first splice moved", n, err)
+	}
+
+	// Full: 16 KiB at a time into a socket with a small buffer that
+	// nobody reads, until it is full.
+	for range 1024 {
+		in, out := pair(0, uint32(len(data)))
+		if in.Res != int32(len(data)) {
+			t.Fatalf("a splice of the whole file: %s", fmtCQEs([]CQE{in, out}))
+		}
+		if out.Res == int32(len(data)) {
+			continue
+		}
+		if out.Res <= 0 && out.Res != errno(syscall.EAGAIN) {
+			t.Fatalf("a splice into a full socket: %s; want fewer bytes or -EAGAIN", fmtCQEs([]CQE{in, out}))
+		}
+		return
+	}
+	t.Fatal("16 MiB went into a socket nobody reads")
+}
+
+// TestFixedBuffers: a write from a registered buffer and a read into
+// another part of it move the bytes as an ordinary write and read would;
+// a fixed read outside every registered buffer fails with EFAULT.
+func TestFixedBuffers(t *testing.T) {
+	h := newHarness(t, 8, 64)
+	h.requireOps(OpReadFixed, OpWriteFixed)
+	mem, err := unix.Mmap(-1, 0, 3*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unmapped before the ring closes (cleanups run last first): the ring
+	// holds pins of its own on the pages until then.
+	t.Cleanup(func() { unix.Munmap(mem) })
+	if err := h.r.RegisterBuffers([][]byte{mem[:2*4096]}); err != nil {
+		if errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EPERM) {
+			t.Skipf("registering 8 KiB: %v (RLIMIT_MEMLOCK)", err)
+		}
+		t.Fatal(err)
+	}
+	file, err := unix.Open(t.TempDir()+"/f", unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.track(file)
+	src, dst := mem[:4096], mem[4096:2*4096]
+	for i := range src {
+		src[i] = byte(i * 3)
+	}
+	s := h.sqe()
+	s.PrepWriteFixed(file, src, 0, 0)
+	s.UserData = 1
+	if c, _ := finalOf(h.reapN(1), 1); c.Res != 4096 {
+		t.Fatalf("fixed write: res %d, want 4096", c.Res)
+	}
+	s = h.sqe()
+	s.PrepReadFixed(file, dst, 0, 0)
+	s.UserData = 2
+	if c, _ := finalOf(h.reapN(1), 2); c.Res != 4096 || !bytes.Equal(dst, src) {
+		t.Fatalf("fixed read: res %d, same bytes %v", c.Res, bytes.Equal(dst, src))
+	}
+	s = h.sqe()
+	s.PrepReadFixed(file, mem[2*4096:], 0, 0) // the unregistered third page
+	s.UserData = 3
+	if c, _ := finalOf(h.reapN(1), 3); c.Res != errno(syscall.EFAULT) {
+		t.Fatalf("a fixed read outside the registered buffer: res %d, want -EFAULT", c.Res)
+	}
+}

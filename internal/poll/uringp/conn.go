@@ -300,6 +300,12 @@ func (l *loop) resume(c *conn) {
 
 // flush starts sending c's queued output if no send is in flight.
 func (l *loop) flush(c *conn) {
+	if l.spliceOf(c) != nil {
+		// A file send holds the writers' lock: nothing is queued, and
+		// this is the POLLOUT it waits for.
+		l.spliceRoom(c)
+		return
+	}
 	if l.mode == ModeReactor {
 		l.reactorFlush(c)
 		return
@@ -486,6 +492,12 @@ func (l *loop) teardown(c *conn) {
 	if busy {
 		l.cancelSend(c)
 	}
+	if op := l.spliceOf(c); op != nil {
+		l.cancelSplice(c)
+		if !op.inBusy && !op.outBusy {
+			l.endSplice(c)
+		}
+	}
 	l.stopPollOut(c)
 	l.maybeDetach(c)
 }
@@ -507,7 +519,7 @@ func (l *loop) maybeDetach(c *conn) {
 	c.lockSend()
 	busy := c.sendBusy
 	c.unlockSend()
-	if c.recvArmed || busy || c.outArmed {
+	if c.recvArmed || busy || c.outArmed || l.spliceOf(c) != nil {
 		return
 	}
 	if c.starved {

@@ -90,6 +90,12 @@ type Tuning struct {
 	// as long as another P is left for the rest of the program (see
 	// keptPs). Ignored by uring-sqpoll.
 	KeepP bool
+	// FileBuffers, if above 0, is the number of FileBufferSize slots of
+	// registered buffers (IORING_REGISTER_BUFFERS) a loop keeps for file
+	// reads and writes, which then go through them as READ_FIXED and
+	// WRITE_FIXED with a copy in or out. An experiment: BenchmarkFileReadAt
+	// compares it ("uring-fixed"); off by default.
+	FileBuffers int
 	// MoveEvery, if above 0, makes a parked loop act as if it had moved to
 	// another thread every MoveEvery turns and stayed there, so that it
 	// arms input requests anew (tests).

@@ -29,6 +29,8 @@ const (
 	taskAcceptResume
 	taskFile
 	taskFileCancel
+	taskSplice
+	taskSpliceStop
 	taskStop
 )
 
@@ -37,6 +39,7 @@ type task struct {
 	c    *conn
 	a    *acceptor
 	f    *FileOp
+	s    *SpliceOp
 }
 
 // loop is one io_uring event loop. The fields under mu are its inbox,
@@ -62,6 +65,9 @@ type loop struct {
 	thread  uint16
 	settled int
 	turns   int // loop turns, counted
+	// taskrunTurn is the last turn that entered the ring only because
+	// task work was pending (SQTaskrun).
+	taskrunTurn int
 	// cancels lists the connections with an input cancel in flight,
 	// looked at every cancelTick (cancel.go), next at cancelAt.
 	cancels  []*conn
@@ -98,13 +104,18 @@ type loop struct {
 	fileGens      []uint32
 	freeFileSlots []uint32
 	files         int
-	notify        []*conn // got input this batch
-	starved       []*conn // multishot recv ended with ENOBUFS
-	draining      map[*conn]time.Time
-	yielded       bool
-	batch         uint32 // Tuning.Batch where the kernel has min_wait; else 0
-	fixed         uint32 // slots of the ring's fixed-file table (0: none)
-	stopping      bool
+	pipes         []*pipe   // empty pipes for file sends (splice.go)
+	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
+	// splices are the file sends in progress, by connection (few at a
+	// time: a pointer in each conn would cost every idle connection).
+	splices  map[*conn]*SpliceOp
+	notify   []*conn // got input this batch
+	starved  []*conn // multishot recv ended with ENOBUFS
+	draining map[*conn]time.Time
+	yielded  bool
+	batch    uint32 // Tuning.Batch where the kernel has min_wait; else 0
+	fixed    uint32 // slots of the ring's fixed-file table (0: none)
+	stopping bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
 	noRecvLimit bool
@@ -120,6 +131,7 @@ func newLoop(m Mode, t Tuning) *loop {
 		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0,
 		evfd:        -1,
 		draining:    map[*conn]time.Time{},
+		splices:     map[*conn]*SpliceOp{},
 		noRecvLimit: t.NoRecvLimit,
 	}
 }
@@ -231,6 +243,11 @@ func (l *loop) setup() error {
 			return err
 		}
 	}
+	if l.tuning.FileBuffers > 0 {
+		// Best effort: without them, file requests use the caller's
+		// memory (RLIMIT_MEMLOCK may refuse the pinned pages).
+		l.fbufs, _ = newFileBufs(l.ring, l.tuning.FileBuffers)
+	}
 	if l.locked {
 		l.armWake()
 	}
@@ -255,6 +272,7 @@ func fixedSlots() uint32 {
 // Closing the ring cancels whatever is still in flight (only the wake READ
 // by now).
 func (l *loop) teardownRing() {
+	l.closePipes()
 	if l.send != nil {
 		l.send.close()
 	}
@@ -269,6 +287,9 @@ func (l *loop) teardownRing() {
 	}
 	if l.ring != nil {
 		l.ring.Close()
+	}
+	if l.fbufs != nil {
+		l.fbufs.close() // after the ring: it held the pages
 	}
 	if l.evfd >= 0 {
 		unix.Close(l.evfd)
@@ -363,6 +384,10 @@ func (l *loop) runTasks() (stop bool) {
 			l.submitFile(t.f)
 		case taskFileCancel:
 			l.cancelFile(t.f)
+		case taskSplice:
+			l.startSplice(t.s)
+		case taskSpliceStop:
+			l.stopSplice(t.s)
 		case taskStop:
 			stop = true
 		}
@@ -458,9 +483,23 @@ func (l *loop) submitOrWait() {
 	if flags&uring.SQCQOverflow != 0 {
 		l.stats.CQOverflows.Add(1)
 	}
+	if flags&uring.SQTaskrun != 0 && l.parker != nil && l.taskrunTurn == l.turns-1 {
+		// The last turn entered to run the thread's task work and the
+		// flag stayed: the work is another thread's, queued for a
+		// request the loop submitted from there before it moved (a
+		// parked loop has no thread of its own). Only that thread runs
+		// it, when it next enters the kernel or returns from it; more
+		// enters from here would spin until then. Sleep instead: the
+		// request's completion, once that thread ran it, wakes the
+		// poller.
+		flags &^= uring.SQTaskrun
+	}
 	busy := l.ring.CQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 || l.pending() || l.sendReady()
 	if busy {
 		if l.ring.SQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 {
+			if flags&uring.SQTaskrun != 0 {
+				l.taskrunTurn = l.turns
+			}
 			l.submit(0)
 		}
 		return
@@ -552,6 +591,10 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		if cqe.Res != 0 {
 			l.cancelInputMissed(c)
 		}
+	case kindSpliceIn:
+		l.spliceInDone(c, cqe)
+	case kindSpliceOut:
+		l.spliceOutDone(c, cqe)
 	}
 }
 

@@ -1,0 +1,247 @@
+package ringpoll
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Failing reads, from a file system the test serves itself: a FUSE mount
+// (/dev/fuse) with one regular file, "bad", every read of which fails
+// with EIO, as a disk's bad sector makes a read fail. The kernel here has
+// neither device-mapper's error target nor the block layer's fault
+// injection (fail_make_request), which would fail a real device; FUSE
+// fails the same calls (pread, io_uring READ, splice, sendfile) at the
+// same place, the file system's read, and needs only /dev/fuse and
+// CAP_SYS_ADMIN. The server speaks the few requests a lookup, an open, a
+// read and a close need (include/uapi/linux/fuse.h, protocol 7.31) and
+// answers ENOSYS to the rest.
+
+// FUSE opcodes and sizes.
+const (
+	fuseLookup      = 1
+	fuseForget      = 2
+	fuseGetattr     = 3
+	fuseOpen        = 14
+	fuseRead        = 15
+	fuseRelease     = 18
+	fuseFlush       = 25
+	fuseInit        = 26
+	fuseInterrupt   = 36
+	fuseBatchForget = 42
+
+	fuseInHeader  = 40 // struct fuse_in_header
+	fuseOutHeader = 16 // struct fuse_out_header
+	fuseAttrSize  = 88 // struct fuse_attr
+
+	fuseBadSize = 1 << 20 // the bad file's length
+)
+
+// fuseServer serves one FUSE mount from a goroutine.
+type fuseServer struct {
+	dev  *os.File
+	dir  string
+	done chan struct{}
+	mu   sync.Mutex
+	errs []error // what the server could not answer
+}
+
+// mountFaulty mounts the failing file system on a new directory and
+// returns it; the cleanup unmounts it. It skips the test when the
+// machine cannot mount FUSE.
+func mountFaulty(t *testing.T) string {
+	t.Helper()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Skipf("no failing device to read from: opening /dev/fuse: %v (the kernel has no device-mapper error target or fail_make_request either)", err)
+	}
+	dir := t.TempDir()
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", fd, os.Getuid(), os.Getgid())
+	if err := unix.Mount("ringpoll-faulty", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(fd)
+		t.Skipf("no failing device to read from: mounting FUSE: %v (needs CAP_SYS_ADMIN)", err)
+	}
+	s := &fuseServer{dev: os.NewFile(uintptr(fd), "/dev/fuse"), dir: dir, done: make(chan struct{})}
+	go s.serve()
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting the FUSE test mount: %v", err)
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+		s.dev.Close() // ends serve's read
+		<-s.done
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, err := range s.errs {
+			t.Errorf("FUSE server: %v", err)
+		}
+	})
+	return dir
+}
+
+func (s *fuseServer) serve() {
+	defer close(s.done)
+	buf := make([]byte, 256<<10) // over max_write plus headers, as the kernel wants
+	for {
+		n, err := s.dev.Read(buf)
+		if err != nil {
+			return // unmounted (ENODEV) or closed
+		}
+		if n < fuseInHeader {
+			continue
+		}
+		s.handle(buf[:n])
+	}
+}
+
+// handle answers one request.
+func (s *fuseServer) handle(req []byte) {
+	ne := binary.NativeEndian
+	op := ne.Uint32(req[4:])
+	unique := ne.Uint64(req[8:])
+	node := ne.Uint64(req[16:])
+	body := req[fuseInHeader:]
+	switch op {
+	case fuseForget, fuseBatchForget, fuseInterrupt:
+		return // no reply; an interrupted read fails anyway
+	case fuseInit:
+		out := make([]byte, 64) // struct fuse_init_out
+		ne.PutUint32(out[0:], 7)
+		ne.PutUint32(out[4:], 31)
+		ne.PutUint32(out[8:], ne.Uint32(body[8:])) // max_readahead as asked
+		ne.PutUint32(out[20:], 128<<10)            // max_write
+		s.reply(unique, 0, out)
+	case fuseLookup:
+		name := string(body)
+		if i := bytes.IndexByte(body, 0); i >= 0 {
+			name = string(body[:i])
+		}
+		if node != 1 || name != "bad" {
+			s.reply(unique, -int32(syscall.ENOENT), nil)
+			return
+		}
+		out := make([]byte, 40+fuseAttrSize) // struct fuse_entry_out
+		ne.PutUint64(out[0:], 2)             // nodeid
+		ne.PutUint64(out[16:], 3600)         // entry_valid
+		ne.PutUint64(out[24:], 3600)         // attr_valid
+		putFuseAttr(out[40:], 2)
+		s.reply(unique, 0, out)
+	case fuseGetattr:
+		out := make([]byte, 16+fuseAttrSize) // struct fuse_attr_out
+		ne.PutUint64(out[0:], 3600)
+		putFuseAttr(out[16:], node)
+		s.reply(unique, 0, out)
+	case fuseOpen:
+		s.reply(unique, 0, make([]byte, 16)) // struct fuse_open_out: fh 0, no flags
+	case fuseRead:
+		s.reply(unique, -int32(syscall.EIO), nil)
+	case fuseRelease, fuseFlush:
+		s.reply(unique, 0, nil)
+	default:
+		s.reply(unique, -int32(syscall.ENOSYS), nil)
+	}
+}
+
+// putFuseAttr fills a struct fuse_attr for node 1 (the root directory) or
+// 2 (the bad file).
+func putFuseAttr(b []byte, node uint64) {
+	ne := binary.NativeEndian
+	ne.PutUint64(b[0:], node) // ino
+	mode := uint32(unix.S_IFDIR | 0o755)
+	if node == 2 {
+		ne.PutUint64(b[8:], fuseBadSize)      // size
+		ne.PutUint64(b[16:], fuseBadSize/512) // blocks
+		mode = unix.S_IFREG | 0o644
+	}
+	ne.PutUint32(b[60:], mode)
+	ne.PutUint32(b[64:], 1) // nlink
+	ne.PutUint32(b[68:], uint32(os.Getuid()))
+	ne.PutUint32(b[72:], uint32(os.Getgid()))
+	ne.PutUint32(b[80:], 4096) // blksize
+}
+
+func (s *fuseServer) reply(unique uint64, errno int32, body []byte) {
+	out := make([]byte, fuseOutHeader+len(body))
+	ne := binary.NativeEndian
+	ne.PutUint32(out[0:], uint32(len(out)))
+	ne.PutUint32(out[4:], uint32(errno))
+	ne.PutUint64(out[8:], unique)
+	copy(out[fuseOutHeader:], body)
+	if _, err := s.dev.Write(out); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, os.ErrClosed) {
+		// ENOENT: the request was interrupted meanwhile.
+		s.mu.Lock()
+		s.errs = append(s.errs, fmt.Errorf("reply to %d: %w", unique, err))
+		s.mu.Unlock()
+	}
+}
+
+// TestFileReadEIO: a read the file system fails returns EIO in an
+// *os.PathError, on every engine and by every way of reading: ReadAt
+// (the page-cache try, then the ring), ReadAtContext, and Read (through
+// the ring on the io_uring engines).
+func TestFileReadEIO(t *testing.T) {
+	dir := mountFaulty(t)
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		name := filepath.Join(dir, "bad")
+		f := fileOpen(t, e, name, os.O_RDONLY)
+		reads := []struct {
+			name string
+			read func(p []byte) (int, error)
+		}{
+			{"ReadAt", func(p []byte) (int, error) { return f.ReadAt(p, 8192) }},
+			{"ReadAtContext", func(p []byte) (int, error) { return f.ReadAtContext(t.Context(), p, 0) }},
+			{"Read", f.Read},
+		}
+		before := fileSQEs(f)
+		for _, r := range reads {
+			n, err := r.read(make([]byte, 4096))
+			var pe *os.PathError
+			if n != 0 || !errors.Is(err, syscall.EIO) || !errors.As(err, &pe) || pe.Path != name {
+				t.Errorf("%s of a failing file = %d, %v; want 0 and EIO in an *os.PathError naming %s", r.name, n, err, name)
+			}
+		}
+		if e != EngineEpoll && fileSQEs(f) == before {
+			t.Error("no read went to the ring")
+		}
+	})
+}
+
+// TestConnSendFileEIO: a file range whose read fails ends SendFile with
+// EIO, on every engine, in an *os.PathError for the file inside the
+// *net.OpError; the connection stays usable for what comes after.
+func TestConnSendFileEIO(t *testing.T) {
+	dir := mountFaulty(t)
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		f := fileOpen(t, e, filepath.Join(dir, "bad"), os.O_RDONLY)
+		c, peer := tsPair(t, e, "tcp", tsDialed)
+		n, err := c.SendFile(f, 0, 64<<10)
+		var op *net.OpError
+		if n != 0 || !errors.Is(err, syscall.EIO) || !errors.As(err, &op) || op.Op != "sendfile" {
+			t.Fatalf("SendFile of a failing file = %d, %v; want 0 and EIO in a *net.OpError", n, err)
+		}
+		if e != EngineEpoll {
+			// The ring knows which end failed; sendfile(2) does not say.
+			var pe *os.PathError
+			if !errors.As(err, &pe) || pe.Op != "read" {
+				t.Fatalf("SendFile of a failing file: %v; want the file's read error in an *os.PathError", err)
+			}
+		}
+		if _, err := c.Write([]byte("still here")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 10)
+		if _, err := io.ReadFull(peer, got); err != nil || string(got) != "still here" {
+			t.Fatalf("after the failed SendFile the peer read %q, %v", got, err)
+		}
+	})
+}

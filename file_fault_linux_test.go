@@ -1,0 +1,302 @@
+package ringpoll
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Faults a File meets, each on every engine: reads that end at or past
+// the end of the file, writes that a limit cuts short, a full
+// filesystem, failing reads (fault_fuse_linux_test.go), and the lifetime
+// of a buffer whose read was cancelled.
+
+// TestFileShortReads: a read that spans the end of the file returns the
+// bytes there are and io.EOF, as os.File's ReadAt does; one at or past the
+// end returns 0 and io.EOF; an empty one returns 0 and no error; Read at
+// the end returns io.EOF. Through the page cache and with O_DIRECT.
+func TestFileShortReads(t *testing.T) {
+	const size = 3*4096 + 100
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*13 + i>>12)
+	}
+	cases := []struct {
+		name    string
+		off     int64
+		n       int
+		want    int
+		wantEOF bool
+	}{
+		{"spanning", 2 * 4096, 8192, 4096 + 100, true},
+		{"at-end", size, 4096, 0, true},
+		{"past-end", 1 << 20, 4096, 0, true},
+		{"empty", 1 << 20, 0, 0, false},
+		{"inside", 0, 8192, 8192, false},
+	}
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		name := filepath.Join(t.TempDir(), "short")
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, direct := range []bool{false, true} {
+			flag := os.O_RDONLY
+			if direct {
+				flag |= unix.O_DIRECT
+			}
+			f, err := OpenFile(name, flag, 0, WithEngine(e))
+			if direct && errors.Is(err, syscall.EINVAL) {
+				t.Logf("no O_DIRECT here: %v", err)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for _, tc := range cases {
+				buf := alignedBuf(tc.n)
+				n, err := f.ReadAt(buf, tc.off)
+				if n != tc.want || (err == io.EOF) != tc.wantEOF || err != nil && err != io.EOF {
+					t.Errorf("direct=%v %s: ReadAt(%d bytes at %d) = %d, %v; want %d, EOF %v", direct, tc.name, tc.n, tc.off, n, err, tc.want, tc.wantEOF)
+					continue
+				}
+				if !bytes.Equal(buf[:n], data[min(tc.off, size):][:n]) {
+					t.Errorf("direct=%v %s: ReadAt returned other bytes", direct, tc.name)
+				}
+			}
+		}
+		// Read at the file's position: what is there, then io.EOF.
+		f := fileOpen(t, e, name, os.O_RDONLY)
+		got, err := io.ReadAll(f)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("ReadAll through Read = %d bytes, %v; want the file's %d", len(got), err, size)
+		}
+		if n, err := f.Read(make([]byte, 10)); n != 0 || err != io.EOF {
+			t.Fatalf("Read at the end = %d, %v; want 0, io.EOF", n, err)
+		}
+	})
+}
+
+// TestFileShortWrite: a write that RLIMIT_FSIZE cuts returns the bytes
+// written and EFBIG, as os.File's WriteAt does; the bytes before the
+// limit are on file; a write at the limit writes nothing. (The runtime
+// ignores the SIGXFSZ the kernel sends with it.)
+func TestFileShortWrite(t *testing.T) {
+	const limit = 64 << 10
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		name := filepath.Join(t.TempDir(), "fsize")
+		f := fileOpen(t, e, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+		p := bytes.Repeat([]byte("0123456789"), 10000) // 100,000 bytes
+		var old unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+			t.Fatal(err)
+		}
+		lim := unix.Rlimit{Cur: limit, Max: old.Max}
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+			t.Skipf("lowering RLIMIT_FSIZE: %v", err)
+		}
+		n, err := f.WriteAt(p, 0)
+		n2, err2 := f.WriteAt(p[:10], limit)
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+			t.Fatal(err)
+		}
+		if n != limit || !errors.Is(err, syscall.EFBIG) {
+			t.Fatalf("WriteAt of %d bytes under a %d-byte RLIMIT_FSIZE = %d, %v; want %d, EFBIG", len(p), limit, n, err, limit)
+		}
+		if n2 != 0 || !errors.Is(err2, syscall.EFBIG) {
+			t.Fatalf("WriteAt at the limit = %d, %v; want 0, EFBIG", n2, err2)
+		}
+		var pe *os.PathError
+		if !errors.As(err, &pe) || pe.Op != "write" || pe.Path != name {
+			t.Fatalf("error %#v: want an *os.PathError for write naming %s", err, name)
+		}
+		got := make([]byte, len(p))
+		if m, err := f.ReadAt(got, 0); m != limit || err != io.EOF || !bytes.Equal(got[:m], p[:limit]) {
+			t.Fatalf("read back = %d, %v; want the %d bytes before the limit and io.EOF", m, err, limit)
+		}
+	})
+}
+
+// TestFileCancelKeepsBuffer: a read cancelled by its context returns only
+// once the kernel is done with its buffer. The caller then fills the
+// buffer with its own bytes and writes to the pipe the read waited on;
+// those bytes must reach the next read, in its own buffer, and the
+// cancelled read's buffer must keep the caller's bytes: a read still in
+// the ring would take the pipe's bytes into it. On epoll a read that
+// started cannot be cancelled: it returns the bytes once they come.
+func TestFileCancelKeepsBuffer(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		f, name := fifo(t, e)
+		w, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		for round := range 20 {
+			buf := make([]byte, 64)
+			ctx, cancel := context.WithCancel(context.Background())
+			type result struct {
+				n   int
+				err error
+			}
+			res := make(chan result, 1)
+			before := fileSQEs(f)
+			go func() {
+				n, err := f.ReadContext(ctx, buf)
+				res <- result{n, err}
+			}()
+			if e != EngineEpoll {
+				waitSubmitted(f, before)
+			}
+			cancel()
+			if e == EngineEpoll {
+				// Started or not, the read takes these bytes.
+				w.Write([]byte("for the read"))
+				r := tsRecv(t, res, "the read")
+				if r.err != nil && !errors.Is(r.err, context.Canceled) {
+					t.Fatalf("round %d: %v", round, r.err)
+				}
+				if r.err == nil && string(buf[:r.n]) != "for the read" {
+					t.Fatalf("round %d: read %q", round, buf[:r.n])
+				}
+				if r.err != nil {
+					io.ReadFull(f, make([]byte, 12)) // it had not started
+				}
+				continue
+			}
+			r := tsRecv(t, res, "the cancelled read")
+			if !errors.Is(r.err, context.Canceled) || r.n != 0 {
+				t.Fatalf("round %d: cancelled read = %d, %v; want 0, context.Canceled", round, r.n, r.err)
+			}
+			mine := bytes.Repeat([]byte{0xee}, len(buf))
+			copy(buf, mine)
+			msg := []byte("after the cancel")
+			if _, err := w.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 64)
+			// Bounded: if the cancelled read took the bytes, none come.
+			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			n, err := f.ReadContext(rctx, got)
+			rcancel()
+			if err != nil || string(got[:n]) != string(msg) {
+				t.Fatalf("round %d: the next read got %q, %v; want %q", round, got[:n], err, msg)
+			}
+			if !bytes.Equal(buf, mine) {
+				t.Fatalf("round %d: the cancelled read's buffer changed after it returned: %q", round, buf)
+			}
+		}
+	})
+}
+
+// TestFileFixedBuffers: with registered file buffers (withFileBuffers),
+// what WriteAt wrote ReadAt reads back (with O_DIRECT, so through the
+// ring), from more goroutines than there are slots (the rest use their
+// own memory) and in pieces larger than a slot; a cancelled read through a slot leaves the caller's buffer alone
+// and the pipe's bytes for the next read.
+func TestFileFixedBuffers(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		if e == EngineEpoll {
+			t.Skip("registered buffers are the rings'")
+		}
+		name := filepath.Join(t.TempDir(), "fixed")
+		f, err := OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600, WithEngine(e), withFileBuffers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if f.fl.FixedBuffers() == 0 {
+			t.Skip("the kernel refused to register the buffers (RLIMIT_MEMLOCK?)")
+		}
+		want := make([]byte, 1<<20+123)
+		for i := range want {
+			want[i] = byte(i*7 + i>>10)
+		}
+		errs := make(chan error, 16)
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				// Piece g of 8, written in chunks of 4 KiB to 96 KiB.
+				lo, hi := g*len(want)/8, (g+1)*len(want)/8
+				for off := lo; off < hi; {
+					n := min(hi-off, 4096<<(g%5))
+					if m, err := f.WriteAt(want[off:off+n], int64(off)); m != n || err != nil {
+						errs <- fmt.Errorf("WriteAt(%d at %d) = %d, %v", n, off, m, err)
+						return
+					}
+					off += n
+				}
+			})
+		}
+		wg.Wait()
+		// Read with O_DIRECT, which skips the page cache (the first try
+		// of a read otherwise), so the reads go to the ring too.
+		r, err := OpenFile(name, os.O_RDONLY|unix.O_DIRECT, 0, WithEngine(e), withFileBuffers(2))
+		if errors.Is(err, syscall.EINVAL) {
+			t.Skipf("O_DIRECT here: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for g := range 8 {
+			wg.Go(func() {
+				buf := alignedBuf(4096 << (g % 5))
+				for off := g * 4096; off+len(buf) <= len(want); off += 19 * 4096 {
+					if n, err := r.ReadAt(buf, int64(off)); n != len(buf) || err != nil || !bytes.Equal(buf, want[off:off+len(buf)]) {
+						errs <- fmt.Errorf("ReadAt(%d at %d) = %d, %v, same bytes %v", len(buf), off, n, err, bytes.Equal(buf[:n], want[off:off+n]))
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+
+		pipe := filepath.Join(t.TempDir(), "fifo")
+		if err := unix.Mkfifo(pipe, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := OpenFile(pipe, os.O_RDWR, 0, WithEngine(e), withFileBuffers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		buf := make([]byte, 64)
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		before := fileSQEs(p)
+		go func() {
+			_, err := p.ReadContext(ctx, buf)
+			res <- err
+		}()
+		waitSubmitted(p, before)
+		cancel()
+		if err := tsRecv(t, res, "the cancelled read"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled read: %v", err)
+		}
+		w, err := os.OpenFile(pipe, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		w.Write([]byte("later"))
+		got := make([]byte, 64)
+		if n, err := p.Read(got); err != nil || string(got[:n]) != "later" || !bytes.Equal(buf, make([]byte, 64)) {
+			t.Fatalf("after the cancel: read %q, %v; the cancelled read's buffer %q", got[:n], err, bytes.Trim(buf, "\x00"))
+		}
+	})
+}

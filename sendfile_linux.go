@@ -1,0 +1,185 @@
+package ringpoll
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
+)
+
+// SendFile sends n bytes of f, from offset off, to the connection, after
+// every byte written before it and before any written after: the bytes
+// go from the page cache to the socket without passing through this
+// process. It returns the bytes sent; fewer than n only with an error,
+// io.EOF if the file ends first. It blocks while the socket is full,
+// bounded by the write deadline, as Write does; bytes in the Writer that
+// Flush has not sent yet are not sent before the file.
+//
+// On the io_uring engines the connection's loop sends it from its ring:
+// io_uring has no sendfile, so the loop splices the file into a pipe and
+// the pipe into the socket (two linked SPLICE requests per chunk of up to
+// the pipe's size, run by the kernel's worker threads), and the calling
+// goroutine sleeps on a channel meanwhile. Closing the connection or f,
+// or the write deadline, cancels the splices in flight; SendFile returns
+// only once the ring is done with f's descriptor. On epoll it calls
+// sendfile(2) on the calling goroutine, and when the socket is full
+// copies a piece of the file through the output queue, which the loop
+// sends when room comes.
+//
+// f may be on any engine. SendFile is safe for concurrent use with the
+// Conn's other methods; concurrent writes wait for it. It cannot run in a
+// handler inline on the event loop (WithInlineHandler), which it would
+// wait for: that fails with an error wrapping ErrInline.
+func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
+	switch {
+	case f == nil:
+		return 0, c.opError("sendfile", errors.New("ringpoll: SendFile of a nil *File"))
+	case off < 0 || n < 0:
+		return 0, c.opError("sendfile", fmt.Errorf("ringpoll: SendFile(off %d, n %d): %w", off, n, ErrNegativeCount))
+	case c.fd.NoBlock:
+		return 0, c.opError("sendfile", ErrInline)
+	}
+	if err := c.fd.LockOutput(); err != nil {
+		return 0, c.opError("sendfile", err)
+	}
+	defer c.fd.UnlockOutput()
+	var sent int64
+	var err error
+	if _, ring := c.eng.eng.(*uringp.Engine); ring && n >= ringSendFileMin {
+		sent, err = c.spliceFile(f, off, n)
+	} else {
+		sent, err = c.sendfile(f, off, n)
+	}
+	if err != nil && err != io.EOF && c.fd.Closing() {
+		err = net.ErrClosed
+	}
+	return sent, c.opError("sendfile", err)
+}
+
+// ringSendFileMin is the smallest range the io_uring engines send from
+// the ring; smaller ones take sendfile(2), as on epoll, from the calling
+// goroutine (a writer may send on the socket while the loop has no
+// output: the queue is empty and the writers' lock held).
+// BenchmarkSendFile compares the two per size ("ring" and
+// "uring-sendfile"), which is how this is to be chosen.
+var ringSendFileMin int64
+
+// spliceFile has the connection's loop splice the range into the socket.
+func (c *Conn) spliceFile(f *File, off, n int64) (int64, error) {
+	f.mu.RLock() // f's descriptor stays open until the loop is done
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return 0, f.pathError("read", os.ErrClosed)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	op := uringp.SpliceOp{File: f.fd, Off: off, N: n}
+	uringp.SendFile(c.fd, &op, f.closing, c.fd.WriteDeadline())
+	switch {
+	case op.Res == 0 && op.EOF:
+		return op.Sent, io.EOF
+	case op.Res == 0:
+		return op.Sent, nil
+	case op.Res == -int32(unix.ECANCELED):
+		if f.closed.Load() {
+			return op.Sent, f.pathError("read", os.ErrClosed)
+		}
+		if err := c.fd.WriteErr(); err != nil {
+			return op.Sent, err
+		}
+		return op.Sent, net.ErrClosed
+	case op.FileErr:
+		return op.Sent, f.pathError("read", syscall.Errno(-op.Res))
+	}
+	return op.Sent, os.NewSyscallError("splice", syscall.Errno(-op.Res))
+}
+
+// copyChunk is how much of the file the sendfile path copies through the
+// output queue when the socket is full.
+const copyChunk = 64 << 10
+
+var copyBufs = sync.Pool{New: func() any { return new([copyChunk]byte) }}
+
+// sendfile sends the range with sendfile(2) from this goroutine. When the
+// socket is full it copies up to copyChunk bytes through the output
+// queue, whose loop waits for room (EPOLLOUT) and sends them, and goes on
+// with sendfile once they left: the wait honours the write deadline and
+// Close as Write's does, and holds no thread.
+func (c *Conn) sendfile(f *File, off, n int64) (int64, error) {
+	var sent int64
+	for sent < n {
+		m, err := f.sendfileTo(c.fd, off+sent, n-sent)
+		sent += m
+		switch {
+		case err == nil && m == 0:
+			return sent, io.EOF
+		case err == nil:
+			c.fd.Touch()
+		case err == unix.EAGAIN:
+			w, err := c.copyThrough(f, off+sent, min(n-sent, copyChunk))
+			sent += w
+			if err != nil {
+				return sent, err
+			}
+			if err := c.fd.WaitOutput(); err != nil {
+				return sent, err
+			}
+		default:
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// copyThrough reads n bytes of f at off and writes them through the output
+// queue.
+func (c *Conn) copyThrough(f *File, off, n int64) (int64, error) {
+	b := copyBufs.Get().(*[copyChunk]byte)
+	defer copyBufs.Put(b)
+	r, rerr := f.ReadAt(b[:n], off)
+	w, err := c.fd.WriteLocked(b[:r])
+	if err != nil {
+		return int64(w), err
+	}
+	return int64(w), rerr // io.EOF if the file ended
+}
+
+// sendfileTo makes one sendfile(2) call from f at off into sock, of at
+// most n bytes, holding f's descriptor and sock's open for it. It returns
+// EAGAIN as is when the socket is full.
+func (f *File) sendfileTo(sock *poll.FD, off, n int64) (int64, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return 0, f.pathError("read", os.ErrClosed)
+	}
+	var m int
+	var err error
+	cerr := sock.Control(func(s int) error {
+		for {
+			o := off
+			m, err = unix.Sendfile(s, f.fd, &o, int(min(n, 1<<30)))
+			if err != unix.EINTR {
+				return nil
+			}
+		}
+	})
+	switch {
+	case cerr != nil:
+		return 0, cerr
+	case err == unix.EAGAIN:
+		return 0, err
+	case err != nil:
+		return 0, os.NewSyscallError("sendfile", err)
+	}
+	return int64(m), nil
+}
