@@ -60,8 +60,12 @@ func pairedRatios(runs []benchfmt.Run, c benchfmt.Cell, a, b string) []float64 {
 	return rs
 }
 
-// median returns the median of sorted xs.
+// median returns the median of xs, in any order (it sorts a copy unless
+// they are sorted already).
 func median(xs []float64) float64 {
+	if !slices.IsSorted(xs) {
+		xs = slices.Sorted(slices.Values(xs))
+	}
 	n := len(xs)
 	if n%2 == 1 {
 		return xs[n/2]
