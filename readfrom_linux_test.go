@@ -718,14 +718,19 @@ func mustGet(t *testing.T, url string) *http.Request {
 	return req
 }
 
-// rfWriter records what it is given; after fail bytes it fails.
+// rfWriter records what it is given; after fail bytes it fails. If got
+// is set, it sends there how many bytes it has recorded after each Write.
 type rfWriter struct {
 	buf  bytes.Buffer
 	fail int
 	err  error
+	got  chan int
 }
 
 func (w *rfWriter) Write(p []byte) (int, error) {
+	if w.got != nil {
+		defer func() { w.got <- w.buf.Len() }()
+	}
 	if w.fail > 0 && w.buf.Len()+len(p) > w.fail {
 		n := w.fail - w.buf.Len()
 		w.buf.Write(p[:n])
@@ -761,11 +766,16 @@ func TestWriteTo(t *testing.T) {
 			peer.Write(data[:1000])
 			c.SetReadDeadline(time.Now().Add(tsTimeout))
 			res := make(chan rfResult, 1)
-			var w rfWriter
+			w := rfWriter{got: make(chan int, 1000)}
 			go func() {
 				n, err := c.WriteTo(&w)
 				res <- rfResult{n, err}
 			}()
+			// Every byte sent reached the writer before the deadline
+			// passes (they may come in several Writes).
+			for n := 0; n < 1000; {
+				n = tsRecv(t, w.got, "the writer to get the 1000 bytes sent")
+			}
 			tsWaitBlocked(t, tsFrameRead, "ringpoll.(*Conn).WriteTo(")
 			c.SetReadDeadline(time.Now())
 			r := tsRecv(t, res, "WriteTo after the deadline")
