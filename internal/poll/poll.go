@@ -99,7 +99,6 @@ type Engine interface {
 	Stop()
 }
 
-// Config holds the per-connection limits an FD is created with.
 // Hooks are an FD user's callbacks. One interface value, where three
 // funcs would be three closures, keeps them out of an idle connection's
 // memory (the user implements them on the state it has anyway).
@@ -116,6 +115,7 @@ type Hooks interface {
 	Finalized()
 }
 
+// Config holds the per-connection limits an FD is created with.
 type Config struct {
 	// InputHighWater is the number of input bytes (buffered or consumed but
 	// not released) at which the loop stops reading the socket.
