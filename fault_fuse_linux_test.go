@@ -221,6 +221,7 @@ func TestFileReadEIO(t *testing.T) {
 // *net.OpError; the connection stays usable for what comes after.
 func TestConnSendFileEIO(t *testing.T) {
 	dir := mountFaulty(t)
+	sfUseRing(t)
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		f := fileOpen(t, e, filepath.Join(dir, "bad"), os.O_RDONLY)
 		c, peer := tsPair(t, e, "tcp", tsDialed)

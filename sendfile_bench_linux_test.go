@@ -19,7 +19,7 @@ import (
 //     connection's ring;
 //   - epoll: Conn.SendFile on epoll, sendfile(2) on the calling goroutine;
 //   - uring-sendfile: Conn.SendFile on the uring engine made to take
-//     sendfile(2) as on epoll (ringSendFileMin above every size);
+//     sendfile(2) as on epoll (ringSendFileMin, the default);
 //   - sendfile: a plain loop of sendfile(2) on a std *net.TCPConn, waiting
 //     for room in Go's poller (RawConn.Write), as net's own sendfile does;
 //   - copy: pread into a buffer and Conn.Write on the uring engine, the
@@ -65,9 +65,10 @@ func benchSendFile(b *testing.B, name string, fileSize, size int64, kind string)
 			b.Skipf("io_uring unavailable: %v", err)
 		}
 	}
-	if kind == "uring-sendfile" {
-		ringSendFileMin = 1 << 62
-		defer func() { ringSendFileMin = 0 }()
+	if kind == "ring" {
+		old := ringSendFileMin
+		ringSendFileMin = 0
+		defer func() { ringSendFileMin = old }()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -23,16 +24,16 @@ import (
 // bounded by the write deadline, as Write does; bytes in the Writer that
 // Flush has not sent yet are not sent before the file.
 //
-// On the io_uring engines the connection's loop sends it from its ring:
-// io_uring has no sendfile, so the loop splices the file into a pipe and
-// the pipe into the socket (two linked SPLICE requests per chunk of up to
-// the pipe's size, run by the kernel's worker threads), and the calling
-// goroutine sleeps on a channel meanwhile. Closing the connection or f,
-// or the write deadline, cancels the splices in flight; SendFile returns
-// only once the ring is done with f's descriptor. On epoll it calls
-// sendfile(2) on the calling goroutine, and when the socket is full
-// copies a piece of the file through the output queue, which the loop
-// sends when room comes.
+// On every engine it calls sendfile(2) on the calling goroutine, and
+// when the socket is full copies a piece of the file through the output
+// queue, which the loop sends when room comes; closing the connection or
+// the write deadline ends it, and closing f ends it once the socket took
+// what was queued. The io_uring engines can instead send from the
+// connection's ring (the file spliced into a pipe and the pipe into the
+// socket, two linked SPLICE requests per chunk, cancelled in the ring by
+// Close, f's Close or the deadline), but on Linux 6.18 that costs more
+// CPU than sendfile(2) at every size measured (docs/BENCHMARKS.md), so
+// the library does not pick it.
 //
 // f may be on any engine. SendFile is safe for concurrent use with the
 // Conn's other methods; concurrent writes wait for it. It cannot run in a
@@ -69,8 +70,12 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 // goroutine (a writer may send on the socket while the loop has no
 // output: the queue is empty and the writers' lock held).
 // BenchmarkSendFile compares the two per size ("ring" and
-// "uring-sendfile"), which is how this is to be chosen.
-var ringSendFileMin int64
+// "uring-sendfile"): on Linux 6.18 the ring's splices, which the kernel
+// runs in io-wq workers, cost 3-8x sendfile(2)'s CPU at 4 KiB, about the
+// same at 64 KiB and 1.2-1.4x from 1 MiB to 16 MiB (docs/BENCHMARKS.md), so
+// no size goes to the ring; the ring path stays for kernels where that
+// changes, and the tests run it.
+var ringSendFileMin int64 = math.MaxInt64
 
 // spliceFile has the connection's loop splice the range into the socket.
 func (c *Conn) spliceFile(f *File, off, n int64) (int64, error) {

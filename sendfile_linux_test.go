@@ -78,7 +78,7 @@ func TestConnSendFile(t *testing.T) {
 		off, n   int64
 		small    bool // small socket buffers: the socket fills many times
 		racers   int  // goroutines writing "X" meanwhile
-		syscall  bool // the io_uring engines take sendfile(2) too (ringSendFileMin)
+		syscall  bool // the io_uring engines take sendfile(2), as by default (ringSendFileMin); else the ring
 		wantEOF  bool
 		wantSent int64
 	}{
@@ -95,9 +95,8 @@ func TestConnSendFile(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				if tc.syscall {
-					ringSendFileMin = 1 << 62
-					defer func() { ringSendFileMin = 0 }()
+				if !tc.syscall {
+					sfUseRing(t)
 				}
 				f, data := sfFile(t, e, tc.size)
 				c, peer := tsPair(t, e, tc.network, tsDialed)
@@ -160,6 +159,14 @@ func TestConnSendFile(t *testing.T) {
 // write deadline passes, with the matching error and fewer bytes than
 // asked. On the io_uring engines it ends without the peer reading: the
 // splices in flight are cancelled in the ring.
+// sfUseRing makes the io_uring engines send every range from the ring
+// (ringSendFileMin 0) until the test ends: by default none goes there.
+func sfUseRing(t *testing.T) {
+	old := ringSendFileMin
+	ringSendFileMin = 0
+	t.Cleanup(func() { ringSendFileMin = old })
+}
+
 func TestConnSendFileStops(t *testing.T) {
 	cases := []struct {
 		name string
@@ -171,54 +178,72 @@ func TestConnSendFileStops(t *testing.T) {
 		{"deadline", func(c *Conn, f *File) error { return c.SetWriteDeadline(time.Now()) }, os.ErrDeadlineExceeded},
 	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				const size = 8 << 20
-				f, _ := sfFile(t, e, size)
-				c, peer := tsPair(t, e, "tcp", tsDialed)
-				sfSmallBuffers(t, c, peer)
-				type result struct {
-					n   int64
-					err error
-				}
-				res := make(chan result, 1)
-				go func() {
-					n, err := c.SendFile(f, 0, size)
-					res <- result{n, err}
-				}()
-				tsEventually(t, "the first bytes at the peer", func() bool { return sfPeerQueued(t, peer) > 0 })
-				if err := tc.stop(c, f); err != nil {
-					t.Fatal(err)
-				}
-				drained := make(chan struct{})
-				drain := func() {
-					go func() {
-						io.Copy(io.Discard, peer)
-						close(drained)
-					}()
-				}
-				if e == EngineEpoll {
-					// sendfile(2) waits for room through the output
-					// queue, which the file's Close does not end.
-					drain()
-				}
-				r := tsRecv(t, res, "the stopped SendFile")
-				if !errors.Is(r.err, tc.want) || r.n >= size {
-					t.Fatalf("SendFile after %s = %d, %v; want fewer than %d bytes and %v", tc.name, r.n, r.err, size, tc.want)
-				}
-				var op *net.OpError
-				if !errors.As(r.err, &op) || op.Op != "sendfile" {
-					t.Fatalf("error %v: want a *net.OpError for sendfile", r.err)
-				}
-				if e != EngineEpoll {
-					drain()
-				}
-				c.Close()
-				peer.Close()
-				<-drained
-			})
+		for _, path := range []string{"sendfile", "ring"} {
+			if path == "ring" && e == EngineEpoll {
+				continue
+			}
+			for _, tc := range cases {
+				t.Run(path+"/"+tc.name, func(t *testing.T) {
+					if path == "ring" {
+						sfUseRing(t)
+					}
+					sfStop(t, e, path == "ring", tc.stop, tc.want, tc.name)
+				})
+			}
 		}
 	})
+}
+
+// sfStop is one case of TestConnSendFileStops.
+func sfStop(t *testing.T, e Engine, ring bool, stop func(c *Conn, f *File) error, want error, name string) {
+	tc := struct {
+		name string
+		stop func(c *Conn, f *File) error
+		want error
+	}{name, stop, want}
+	const size = 8 << 20
+	f, _ := sfFile(t, e, size)
+	c, peer := tsPair(t, e, "tcp", tsDialed)
+	sfSmallBuffers(t, c, peer)
+	type result struct {
+		n   int64
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		n, err := c.SendFile(f, 0, size)
+		res <- result{n, err}
+	}()
+	tsEventually(t, "the first bytes at the peer", func() bool { return sfPeerQueued(t, peer) > 0 })
+	if err := tc.stop(c, f); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	drain := func() {
+		go func() {
+			io.Copy(io.Discard, peer)
+			close(drained)
+		}()
+	}
+	if !ring {
+		// sendfile(2) waits for room through the output
+		// queue, which the file's Close does not end.
+		drain()
+	}
+	r := tsRecv(t, res, "the stopped SendFile")
+	if !errors.Is(r.err, tc.want) || r.n >= size {
+		t.Fatalf("SendFile after %s = %d, %v; want fewer than %d bytes and %v", tc.name, r.n, r.err, size, tc.want)
+	}
+	var op *net.OpError
+	if !errors.As(r.err, &op) || op.Op != "sendfile" {
+		t.Fatalf("error %v: want a *net.OpError for sendfile", r.err)
+	}
+	if ring {
+		drain()
+	}
+	c.Close()
+	peer.Close()
+	<-drained
 }
 
 // TestConnSendFileBadInput: a nil file, negative offsets and counts, a
