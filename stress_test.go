@@ -509,7 +509,7 @@ func TestStressBulkEcho(t *testing.T) {
 				}
 				for range conns {
 					if err := tsRecv(t, errs, "bulk round trips"); err != nil {
-						t.Error(err)
+						t.Errorf("%v (server loops: %v)", err, ln.Stats())
 					}
 				}
 			})
