@@ -203,3 +203,80 @@ func TestHandlerOneAtATime(t *testing.T) {
 		}
 	})
 }
+
+// TestHandlerInputReplacedWhileRunning checks that a pooled handler's
+// progress is what it consumed, not what is left: while the handler runs on
+// its first request, exactly as many bytes arrive as it took, followed by
+// the peer's FIN. The input left after the call then equals the input
+// before it; a server that judged progress by that length closed the
+// connection with the second request unserved (seen as a truncated echo in
+// TestStressBulkEcho). Every byte must come back, then EOF.
+func TestHandlerInputReplacedWhileRunning(t *testing.T) {
+	const size = 100
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		ln := listen(t, e, "tcp")
+		first := make(chan *Conn, 1)
+		resume := make(chan struct{})
+		var calls atomic.Int32
+		startServer(t, ln, func(ctx context.Context, c *Conn) error {
+			r, w := c.Reader(), c.Writer()
+			b, err := r.Next(r.Len())
+			if err != nil {
+				return err
+			}
+			w.WriteBinary(b)
+			if calls.Add(1) == 1 {
+				first <- c
+				<-resume // the second request and the FIN are in
+			}
+			return w.Flush()
+		})
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		msg := pattern(2 * size)
+		if _, err := c.Write(msg[:size]); err != nil {
+			t.Fatal(err)
+		}
+		var srv *Conn
+		select {
+		case srv = <-first:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the handler never ran")
+		}
+		if _, err := c.Write(msg[size:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the server holds the second request and the FIN, as
+		// much input as the handler consumed, all while it runs.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			n, _, ended := srv.fd.InputState()
+			if n == size && ended {
+				break
+			}
+			if time.Now().After(deadline) {
+				close(resume)
+				t.Fatalf("server input %d bytes, ended %v; want %d and ended", n, ended, size)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		close(resume)
+		got, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", len(got), err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Errorf("echo: got %d bytes (first difference at %d), want %d", len(got), firstDiff(got, msg), len(msg))
+		}
+		if n := calls.Load(); n != 2 {
+			t.Errorf("handler ran %d times, want 2", n)
+		}
+	})
+}

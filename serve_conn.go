@@ -99,9 +99,12 @@ func (c *Conn) serve() {
 }
 
 // runHandler calls the handler while it consumes input. It reports false
-// once the connection is closed or closing.
+// once the connection is closed or closing. Progress is what the handler
+// consumed, not what is left: input the loop adds while a pooled handler
+// runs can match, byte for byte, what the handler took, and a connection
+// whose input then ended would be closed with that input unserved.
 func (c *Conn) runHandler() bool {
-	n, ended := c.fd.InputState()
+	n, done, ended := c.fd.InputState()
 	for {
 		if c.fd.Closing() {
 			return false
@@ -126,20 +129,22 @@ func (c *Conn) runHandler() bool {
 			return false // closed since the check above
 		}
 		err := c.srv.handler(c.srv.ctx, c)
-		after, endedAfter := c.fd.ReleaseState()
+		after, doneAfter, endedAfter := c.fd.ReleaseState()
 		c.fd.Unref()
 		if err != nil && !(c.inline && errors.Is(err, ErrWouldBlock)) {
 			c.Close()
 			return false
 		}
-		if after == n {
+		if doneAfter == done && after == n {
+			// The handler took nothing and nothing came: it waits
+			// for more input.
 			if endedAfter {
 				c.Close() // nothing will ever complete what is left
 				return false
 			}
-			return true // wait for more input
+			return true
 		}
-		n, ended = after, endedAfter
+		n, done, ended = after, doneAfter, endedAfter
 	}
 }
 

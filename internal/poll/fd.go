@@ -53,8 +53,9 @@ type FD struct {
 
 	inMu     sync.Mutex
 	in       *buf.LinkBuffer
-	inErr    error // io.EOF or a read error; sticky
-	inWant   int   // bytes a blocked reader needs held
+	inErr    error  // io.EOF or a read error; sticky
+	inTotal  uint64 // input bytes ever added (InputCommit, InputRef); inMu
+	inWant   int    // bytes a blocked reader needs held
 	readable token
 
 	wmu      sync.Mutex

@@ -29,6 +29,7 @@ func (fd *FD) InputSpace(min int) []byte {
 func (fd *FD) InputCommit(n int) (more bool) {
 	fd.inMu.Lock()
 	fd.in.Commit(n)
+	fd.inTotal += uint64(n)
 	// A read that filled its space asks for bigger nodes, so bulk streams
 	// take fewer syscalls; a short one goes back to small nodes.
 	if n == int(fd.lastSpace) {
@@ -49,6 +50,7 @@ func (fd *FD) InputCommit(n int) (more bool) {
 func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 	fd.inMu.Lock()
 	fd.in.AppendRef(p, owner)
+	fd.inTotal += uint64(len(p))
 	more = fd.checkInputHigh()
 	fd.inMu.Unlock()
 	fd.touch()
@@ -302,22 +304,30 @@ func (fd *FD) Len() int {
 	return n
 }
 
-// InputState returns the number of input bytes readable without blocking
-// and whether input has ended, in one look.
-func (fd *FD) InputState() (n int, ended bool) {
+// InputState returns, in one look, the number of input bytes readable
+// without blocking, how many bytes readers have consumed since the FD
+// began, and whether input has ended. The consumed count tells whether a
+// reader made progress; the readable count cannot, as input that arrives
+// meanwhile may replace what was consumed byte for byte.
+func (fd *FD) InputState() (n int, consumed uint64, ended bool) {
 	fd.inMu.Lock()
-	n, ended = fd.in.Len(), fd.inErr != nil
+	n, consumed, ended = fd.inputStateLocked()
 	fd.inMu.Unlock()
-	return n, ended
+	return n, consumed, ended
 }
 
 // ReleaseState does Release, then returns what InputState would.
-func (fd *FD) ReleaseState() (n int, ended bool) {
+func (fd *FD) ReleaseState() (n int, consumed uint64, ended bool) {
 	fd.inMu.Lock()
 	fd.releaseInput()
-	n, ended = fd.in.Len(), fd.inErr != nil
+	n, consumed, ended = fd.inputStateLocked()
 	fd.unlockInput()
-	return n, ended
+	return n, consumed, ended
+}
+
+func (fd *FD) inputStateLocked() (n int, consumed uint64, ended bool) {
+	n = fd.in.Len()
+	return n, fd.inTotal - uint64(n), fd.inErr != nil
 }
 
 // InputHeld returns the input bytes the FD pins: readable plus consumed but
