@@ -151,7 +151,7 @@ func (b *LinkBuffer) Peek(n int) []byte {
 const smallScratch = 256
 
 // scratch returns n bytes for a copy of readable bytes that span nodes.
-// From smallScratch to maxClass it is a pooled node linked in front of
+// From smallScratch to maxScratch it is a pooled node linked in front of
 // head as already consumed and released (r = w = off = n), so the next
 // Release returns it to its pool, as netpoll's LinkBuffer frees its copy
 // caches on Release, and Abandon leaves it to the garbage collector with
@@ -160,10 +160,15 @@ const smallScratch = 256
 // spent a fifth of the server's CPU so). Consumer-side, under the mutex:
 // it moves head, which the producer never touches.
 func (b *LinkBuffer) scratch(n int) []byte {
-	if n < smallScratch || n > maxClass {
+	if n < smallScratch || n > maxScratch {
 		return make([]byte, n)
 	}
-	s := newNode(n)
+	var s *node
+	if n <= maxClass {
+		s = newNode(n)
+	} else {
+		s = newScratchNode(n)
+	}
 	s.r, s.w, s.off = n, n, n
 	s.next = b.head
 	b.head = s

@@ -447,7 +447,7 @@ func TestAbandon(t *testing.T) {
 
 // TestScratchCopies: a Next or Peek across nodes of smallScratch bytes or
 // more copies into a pooled node that the next Release frees and Abandon
-// never reuses; below smallScratch and above maxClass the copy is a heap
+// never reuses; below smallScratch and above maxScratch the copy is a heap
 // slice. The copy never counts as held input.
 func TestScratchCopies(t *testing.T) {
 	const half = 3 << 10 // two nodes of 3 KiB: reads of up to 6 KiB span them
@@ -495,17 +495,36 @@ func TestScratchCopies(t *testing.T) {
 			b.Discard()
 		})
 	}
-	t.Run("too big for a class", func(t *testing.T) {
-		b := New()
-		big := []byte(strings.Repeat("x", maxClass))
-		b.Append(big)
-		b.Append(big)
-		b.Skip(1)
-		head := b.head
-		if p := b.Next(maxClass + 1); len(p) != maxClass+1 || b.head != head {
-			t.Fatal("a copy above maxClass went into a node")
+	t.Run("above maxClass", func(t *testing.T) {
+		// Pooled up to maxScratch, in the smallest scratch class that
+		// holds it; a heap slice above.
+		for _, n := range []int{maxClass + 1, 256 << 10, maxScratch, maxScratch + 1} {
+			b := New()
+			big := []byte(strings.Repeat("x", n))
+			b.Append(big)
+			b.Append(big)
+			b.Skip(1)
+			head := b.head
+			p := b.Next(n)
+			if len(p) != n || cap(p) != n {
+				t.Fatalf("Next(%d): %d bytes, cap %d", n, len(p), cap(p))
+			}
+			pooled := b.head != head
+			if want := n <= maxScratch; pooled != want {
+				t.Fatalf("Next(%d): copy in a pooled node %v, want %v", n, pooled, want)
+			}
+			if pooled {
+				if c := cap(b.head.buf); c < n || c >= 2*n {
+					t.Fatalf("Next(%d): scratch node of %d bytes, want the smallest class that holds it", n, c)
+				}
+				s := b.head
+				b.Release()
+				if b.head == s {
+					t.Fatalf("Next(%d): Release kept the scratch node", n)
+				}
+			}
+			b.Discard()
 		}
-		b.Discard()
 	})
 	t.Run("abandoned", func(t *testing.T) {
 		b := New()
