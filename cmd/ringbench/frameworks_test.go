@@ -331,17 +331,21 @@ func TestFwReport(t *testing.T) {
 
 // TestFwReportFile: the file scenario adds MiB columns and compares bytes
 // per server CPU-second, not downloads, which miss the ones under way at
-// the end.
+// the end; and bytes per busy second of the server's CPUs and of all,
+// paired against the reference too.
 func TestFwReportFile(t *testing.T) {
 	var runs []benchfmt.Run
 	for rep := 1; rep <= 2; rep++ {
 		for _, srv := range []struct {
-			name            string
-			downloads, mibs float64
-		}{{"http-std", 10, 700}, {"http-ringpoll", 10, 1400}} {
+			name                string
+			downloads, mibs     float64
+			serverBusy, allBusy float64
+		}{{"http-std", 10, 700, 0.35, 1.4}, {"http-ringpoll", 10, 1400, 1.4, 2.0}} {
 			cell := benchfmt.Cell{Scenario: "file", Mode: "http1", Depth: 1, Server: srv.name, Conns: 4, Size: 64 << 20}
 			res := fwResult(clientResult{Requests: srv.downloads, Seconds: 1, ReqPerS: srv.downloads, Bytes: srv.mibs * (1 << 20),
 				P50us: 1, P99us: 2, P999us: 3}, 0.5, 1, 0)
+			res["bytes_per_server_cpus_busy_s"] = perBusy(srv.mibs*(1<<20), srv.serverBusy)
+			res["bytes_per_all_cpus_busy_s"] = perBusy(srv.mibs*(1<<20), srv.allBusy)
 			runs = append(runs, benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Result: res})
 		}
 	}
@@ -352,7 +356,11 @@ func TestFwReportFile(t *testing.T) {
 		"### file: net/http, http.ServeFile download, HTTP/1.1 keep-alive, wrk, a 64 MiB file",
 		"ratio of the medians of bytes per server CPU-second",
 		"| MiB/s | MiB per server CPU-s | vs http-std |",
-		"| http-ringpoll | 4 | 10 ±0% | 1 | 2 | 3 | 0.50 | 50000.00 ±0% | 20 | 1400 ±0% | 2800 | 2.00 | 2.000 (2.000–2.000, n=2) | 0 |",
+		"| MiB per busy s, server's CPUs | MiB per busy s, all CPUs | paired vs http-std, all CPUs | errors |",
+		// 1400/1.4 and 1400/2.0 MiB per busy second; 700/0.35 and 700/1.4
+		// for std: 1.4 times the bytes per busy second of all CPUs.
+		"| http-ringpoll | 4 | 10 ±0% | 1 | 2 | 3 | 0.50 | 50000.00 ±0% | 20 | 1400 ±0% | 2800 | 2.00 | 2.000 (2.000–2.000, n=2) | 1000 | 700 | 1.400 (1.400–1.400, n=2) | 0 |",
+		"| http-std | 4 | 10 ±0% | 1 | 2 | 3 | 0.50 | 50000.00 ±0% | 20 | 700 ±0% | 1400 | 1 | 1 | 2000 | 500 | 1 | 0 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -377,5 +385,25 @@ func TestMakeFile(t *testing.T) {
 	y, _ := os.ReadFile(b)
 	if len(x) != 3<<20+5 || !bytes.Equal(x, y) || bytes.Count(x[:4096], []byte{0}) > 100 {
 		t.Errorf("files of %d and %d bytes, equal %v", len(x), len(y), bytes.Equal(x, y))
+	}
+}
+
+// TestBusySince: busy seconds are the busy share of the ticks times the
+// CPUs times the wall time; an unknown sample or no ticks gives -1.
+func TestBusySince(t *testing.T) {
+	a := busySample{server: cpuTicks{busy: 100, total: 1000}, all: cpuTicks{busy: 300, total: 2000}, ncpuS: 1, ncpu: 2, ok: true}
+	b := busySample{server: cpuTicks{busy: 150, total: 1100}, all: cpuTicks{busy: 450, total: 2200}, ncpuS: 1, ncpu: 2, ok: true}
+	s, all := a.since(b, 2)
+	if s != 1 || all != 3 { // 50/100 of one CPU over 2 s; 150/200 of two
+		t.Errorf("since: server %v, all %v; want 1 and 3", s, all)
+	}
+	if s, all := (busySample{}).since(b, 2); s != -1 || all != -1 {
+		t.Errorf("since from an unknown sample: %v, %v; want -1, -1", s, all)
+	}
+	if s, _ := a.since(a, 2); s != -1 {
+		t.Errorf("since with no ticks between: %v, want -1", s)
+	}
+	if got := perBusy(100, -1); got != -1 {
+		t.Errorf("perBusy(100, -1) = %v, want -1", got)
 	}
 }

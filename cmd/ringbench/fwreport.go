@@ -30,6 +30,9 @@ func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 		plural(m.Repeats, "repeat"), m.Warmup, m.Duration)
 	fmt.Fprintf(w, "- server CPU: `/proc/PID/task/*/schedstat` summed over the server's threads, from just before the measured client starts "+
 		"to just after it exits (its connects included); per request it is that over the requests the client completed\n")
+	fmt.Fprintf(w, "- file download: also bytes per busy second of the server's CPUs and of the server's and clients' CPUs together "+
+		"(`/proc/stat` ticks over the same window, softirqs included): on loopback the kernel's TCP work runs on either side and is charged "+
+		"to whatever thread ran there, so the server threads' CPU moves with that split and the busy ticks of all CPUs do not\n")
 	fmt.Fprintf(w, "- every server's answer is checked once before each measured run (`frameserve -check`); a run whose check failed, "+
 		"whose client failed, or whose client counted errors (socket errors or non-2xx answers) is flagged\n")
 	for _, n := range m.Notes {
@@ -47,7 +50,11 @@ func fwHeader(file bool, ref string) []string {
 	if file {
 		h = append(h, "MiB/s", "MiB per server CPU-s")
 	}
-	return append(h, "vs "+ref, "paired vs "+ref, "errors")
+	h = append(h, "vs "+ref, "paired vs "+ref)
+	if file {
+		h = append(h, "MiB per busy s, server's CPUs", "MiB per busy s, all CPUs", "paired vs "+ref+", all CPUs")
+	}
+	return append(h, "errors")
 }
 
 // writeFwGroup writes one scenario at one load: the table, the flagged
@@ -136,11 +143,31 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 		lo, hi := bootstrap(rs)
 		paired = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs))
 	}
+	row = append(row, vs, paired)
+	if sc.file {
+		// The kernel's TCP work on loopback runs on either side's CPU,
+		// and the split moves from run to run: the busy ticks of the
+		// server's CPUs, and of all, say what the download cost the
+		// machine (fwrun.go, busySample).
+		mib := func(key string) string {
+			st := resultStat(runs, s.Cell, key)
+			st.Median /= 1 << 20
+			return num(st, 0)
+		}
+		pairedAll := "-"
+		if s.Server == sc.ref {
+			pairedAll = "1"
+		} else if rs := pairedBy(runs, s.Cell, sc.ref, "bytes_per_all_cpus_busy_s"); len(rs) > 0 {
+			lo, hi := bootstrap(rs)
+			pairedAll = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs))
+		}
+		row = append(row, mib("bytes_per_server_cpus_busy_s"), mib("bytes_per_all_cpus_busy_s"), pairedAll)
+	}
 	flag := "0"
 	if s.Errors > 0 {
 		flag = fmt.Sprintf("**%d**", s.Errors)
 	}
-	return append(row, vs, paired, flag)
+	return append(row, flag)
 }
 
 // resultValue returns a figure of a run's result, and whether it has it
