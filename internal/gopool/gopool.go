@@ -40,7 +40,7 @@ type Pool struct {
 
 	mu sync.Mutex
 	// tasks[head:] are the queued tasks, oldest first.
-	tasks []func()
+	tasks []Task
 	head  int
 	// helper is set while a worker has been woken or started to take
 	// queued tasks and has not looked at the queue yet: Go and busy
@@ -85,31 +85,45 @@ func New(idle time.Duration) *Pool {
 	return p
 }
 
-// Go runs f on a worker goroutine of the pool: it queues f and, unless a
+// Task is work for the pool: Run is called once per submission, on a worker
+// goroutine. A type whose values already exist (a connection) can be a
+// Task without a closure made for it.
+type Task interface{ Run() }
+
+// Func is a func as a Task.
+type Func func()
+
+// Run calls f.
+func (f Func) Run() { f() }
+
+// Go runs f on a worker goroutine of the pool, as Submit(Func(f)) does.
+func (p *Pool) Go(f func()) { p.Submit(Func(f)) }
+
+// Submit runs t.Run on a worker goroutine of the pool: it queues t and, unless a
 // worker is already on its way to the queue, wakes an idle worker or
-// starts a new one. Go never blocks and there is no limit on the number of
-// workers, so f may block for as long as it likes.
+// starts a new one. Submit never blocks and there is no limit on the
+// number of workers, so t may block for as long as it likes.
 //
-// Go called after Close has returned still runs f, on a new plain goroutine
-// that is not a worker of the pool: it is not counted by Workers and not
-// waited for by Wait. Late tasks are thus never lost.
+// Submit called after Close has returned still runs t, on a new plain
+// goroutine that is not a worker of the pool: it is not counted by Workers
+// and not waited for by Wait. Late tasks are thus never lost.
 //
-// Panics in f are not recovered: they crash the program as they would in a
+// Panics in t are not recovered: they crash the program as they would in a
 // goroutine started with a go statement.
 //
-// Go is safe for concurrent use.
-func (p *Pool) Go(f func()) {
+// Submit is safe for concurrent use.
+func (p *Pool) Submit(t Task) {
 	if p.closed.Load() {
-		go f()
+		go t.Run()
 		return
 	}
 	p.mu.Lock()
 	if p.closed.Load() {
 		p.mu.Unlock()
-		go f()
+		go t.Run()
 		return
 	}
-	p.tasks = append(p.tasks, f)
+	p.tasks = append(p.tasks, t)
 	p.callHelper()
 }
 
@@ -144,11 +158,11 @@ func (p *Pool) work(w *worker) {
 	for {
 		p.helper = false // this worker is looking now
 		for p.head < len(p.tasks) {
-			f := p.tasks[p.head]
+			t := p.tasks[p.head]
 			p.tasks[p.head] = nil
 			p.head++
 			if p.head < len(p.tasks) {
-				// More are queued and f may block: another worker
+				// More are queued and t may block: another worker
 				// takes them if this one is still busy.
 				p.callHelper()
 			} else {
@@ -156,7 +170,7 @@ func (p *Pool) work(w *worker) {
 			}
 			// No defer/recover: a panicking task must crash like a
 			// plain goroutine.
-			f()
+			t.Run()
 			p.mu.Lock()
 		}
 		p.tasks, p.head = p.tasks[:0], 0
@@ -216,7 +230,7 @@ func (p *Pool) sweepIdle() {
 // Close shuts the pool down. Idle workers exit promptly; busy workers exit
 // once the queue is empty and their current task returns. Close does not
 // wait for them: call Wait for that. Tasks queued before Close still run;
-// tasks submitted with Go after Close run on plain goroutines. Calling
+// tasks submitted with Go or Submit after Close run on plain goroutines. Calling
 // Close more than once is harmless.
 //
 // Close is safe for concurrent use.
@@ -238,7 +252,7 @@ func (p *Pool) Close() {
 // shutdown and goroutine-leak checks. Called on an open pool it returns when
 // the worker count reaches zero (all workers have gone idle and timed out),
 // but new workers may of course be started afterwards by Go. Goroutines
-// started by Go after Close are not pool workers and are not waited for.
+// started by Go or Submit after Close are not pool workers and are not waited for.
 //
 // Wait is safe for concurrent use.
 func (p *Pool) Wait() {
