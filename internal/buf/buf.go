@@ -5,6 +5,7 @@ package buf
 import (
 	"bytes"
 	"fmt"
+	"sync"
 )
 
 // LinkBuffer is a byte queue stored as a singly linked list of nodes. Each
@@ -77,6 +78,29 @@ type LinkBuffer struct {
 // size classes.
 func New() *LinkBuffer {
 	return &LinkBuffer{}
+}
+
+// headers recycles buffers that Get handed out and Put took back.
+var headers = sync.Pool{New: func() any { return new(LinkBuffer) }}
+
+// Get returns an empty buffer, from a pool of those given back with Put: for
+// a buffer that is empty most of its life (a connection's pending replies
+// between two flushes), so that it need not be kept while empty.
+func Get() *LinkBuffer { return headers.Get().(*LinkBuffer) }
+
+// Put gives b back for Get to reuse, if it is empty: nothing linked, no
+// space handed out by WriteSpace. It reports whether it took b; the caller
+// must not use b afterwards if so.
+func Put(b *LinkBuffer) bool {
+	if b.head != nil || b.pending != nil || b.spaceLen != 0 {
+		return false
+	}
+	if b.spare != nil {
+		freeNode(b.spare)
+	}
+	*b = LinkBuffer{}
+	headers.Put(b)
+	return true
 }
 
 // Len returns the number of readable bytes.

@@ -303,3 +303,44 @@ func TestWriteSpaceTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestGetPut: Put takes back only an empty buffer, with nothing linked and
+// no space handed out, and a buffer Get returns is empty and usable, even
+// one that had a ref node's spare struct and a grow hint.
+func TestGetPut(t *testing.T) {
+	b := Get()
+	b.Append([]byte("reply"))
+	if Put(b) {
+		t.Fatal("Put took a buffer holding 5 bytes")
+	}
+	b.Skip(5)
+	b.Release()
+	b.Shrink()
+	b.WriteSpace(16)
+	if Put(b) {
+		t.Fatal("Put took a buffer whose WriteSpace was not committed")
+	}
+	b.Commit(0)
+	b.AppendRef([]byte("referenced"), nil)
+	b.Skip(10)
+	b.Release() // the ref node's struct stays as the spare
+	b.SetGrowHint(1 << 16)
+	if !Put(b) {
+		t.Fatalf("Put refused an empty buffer: %+v", *b)
+	}
+	for range 3 {
+		g := Get()
+		if *g != (LinkBuffer{}) {
+			t.Fatalf("Get returned a buffer in use: %+v", *g)
+		}
+		g.Append([]byte("x"))
+		if p := g.Next(1); string(p) != "x" {
+			t.Fatalf("Next after Get = %q", p)
+		}
+		g.Release()
+		g.Shrink()
+		if !Put(g) {
+			t.Fatal("Put refused a drained buffer")
+		}
+	}
+}
