@@ -3,6 +3,7 @@
 package ringpoll
 
 import (
+	"fmt"
 	"net"
 	"testing"
 )
@@ -34,6 +35,67 @@ func TestAcceptedAddrs(t *testing.T) {
 				}
 				if got, want := c.RemoteAddr().String(), peer.LocalAddr().String(); got != want {
 					t.Errorf("RemoteAddr = %s, want the peer's %s", got, want)
+				}
+			})
+		}
+	})
+}
+
+// TestRemoteAddrs: RemoteAddr answers as net does for every network a Conn
+// can be on, accepted or dialled, though a TCP connection keeps its peer as
+// a value and makes the *net.TCPAddr only when asked: the type, the
+// network, the text, and the same address on every call. On a dual-stack
+// listener an IPv4 peer reads as IPv4, as in net.
+func TestRemoteAddrs(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		cases := []struct{ network, bind, dial string }{
+			{"tcp4", "127.0.0.1:0", "127.0.0.1"},
+			{"tcp6", "[::1]:0", "::1"},
+			{"tcp", "[::]:0", "127.0.0.1"}, // dual stack: a v4-mapped peer
+			{"unix", "", ""},
+		}
+		for _, tc := range cases {
+			t.Run(tc.network+"/"+tc.dial, func(t *testing.T) {
+				var ln *Listener
+				if tc.network == "unix" {
+					ln = listen(t, e, "unix")
+				} else {
+					var err error
+					if ln, err = Listen(tc.network, tc.bind, WithEngine(e)); err != nil {
+						t.Skipf("Listen(%s, %s): %v", tc.network, tc.bind, err)
+					}
+					t.Cleanup(func() { ln.Close() })
+				}
+				target := ln.Addr().String()
+				dialNet := tc.network
+				if tc.network != "unix" {
+					dialNet = "tcp"
+					target = net.JoinHostPort(tc.dial, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+				}
+				peer := tsDialStd(t, dialNet, target)
+				c, err := ln.AcceptConn()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				ra := c.RemoteAddr()
+				want := peer.LocalAddr()
+				if fmt.Sprintf("%T", ra) != fmt.Sprintf("%T", want) || ra.String() != want.String() {
+					t.Errorf("accepted RemoteAddr = %T %v, want %T %v", ra, ra, want, want)
+				}
+				if ra.Network() != want.Network() {
+					t.Errorf("accepted RemoteAddr().Network() = %q, want %q", ra.Network(), want.Network())
+				}
+				if again := c.RemoteAddr(); again != ra {
+					t.Errorf("a second RemoteAddr returned %p, the first %p", again, ra)
+				}
+
+				d := tsDialRing(t, e, dialNet, target)
+				if got, want := d.RemoteAddr().String(), peer.RemoteAddr().String(); got != want {
+					t.Errorf("dialled RemoteAddr = %s, want %s", got, want)
+				}
+				if _, isTCP := d.RemoteAddr().(*net.TCPAddr); isTCP != (tc.network != "unix") {
+					t.Errorf("dialled RemoteAddr is a %T", d.RemoteAddr())
 				}
 			})
 		}

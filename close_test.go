@@ -88,7 +88,7 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 					}
 					peer := tsDialStd(t, "tcp", ln.Addr().String())
 					var sysfd int
-					var raddr net.Addr
+					var raddr remote
 					var aerr error
 					if ln.lq != nil {
 						// The engine accepts (io_uring): take its next one.
@@ -104,7 +104,11 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 						t.Fatalf("accept4: %v, %v", err, aerr)
 					}
 					ln.Close() // drops the engine's last reference
-					c, err := ln.newConn(sysfd, raddr, srv)
+					cfg := ln.cfg
+					if srv != nil {
+						cfg = srv.connConfig(ln.cfg)
+					}
+					c, err := ln.newConn(sysfd, raddr, srv, cfg)
 					if err == nil {
 						// Acceptable only if the connection works (the
 						// engine was still lingering). A Server's echo

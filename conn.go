@@ -3,6 +3,7 @@ package ringpoll
 import (
 	"io"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -15,31 +16,49 @@ import (
 // on the side. Its methods are safe for concurrent use except Reader and
 // Writer, whose methods must be used by one goroutine at a time.
 type Conn struct {
-	fd     *poll.FD
-	laddr  net.Addr
-	raddr  net.Addr
+	fd    *poll.FD
+	laddr net.Addr
+	// peer is a TCP connection's remote address, as a value: RemoteAddr
+	// makes the *net.TCPAddr on first use and keeps it in extra, so an
+	// idle connection carries no address object. Other networks' remote
+	// addresses are in extra from the start.
+	peer   netip.AddrPort
 	reader Reader
 	writer Writer
 	eng    *engineRef
 
-	// The small fields, together so that they share a word.
-	network    netIndex    // index into networks
-	inline     bool        // WithInlineHandler: the loop runs the handler
-	processing atomic.Bool // a Server's handler runs or is scheduled
-	heldBack   atomic.Bool // inline: output above the high-water mark
-	// Set by Server.Shutdown: draining stops the handler being called (new
-	// input is dropped).
-	draining atomic.Bool
+	// The small fields, together so that they share two words.
+	network    netIndex      // index into networks
+	inline     bool          // WithInlineHandler: the loop runs the handler
+	processing atomic.Bool   // a Server's handler runs or is scheduled
+	flags      atomic.Uint32 // connHeldBack, connDraining
+	// inputSeq is bumped by the loop on each input batch of a Server's
+	// connection; serve compares it for change only, so it may wrap.
+	inputSeq atomic.Uint32
 
 	// extra is the state few connections use (close callbacks, Shutdown's
-	// linger), made on first use so that an idle connection stays small.
+	// linger, the remote address once asked for), made on first use so
+	// that an idle connection stays small.
 	extra atomic.Pointer[connExtra]
 
-	// Set for connections a Server runs.
-	srv      *Server
-	inputSeq atomic.Uint64 // bumped by the loop on each input batch
-	process  func()
+	srv *Server // set for connections a Server runs
 }
+
+// A Conn's flags.
+const (
+	// connHeldBack: an inline handler waits for output above the
+	// high-water mark to drain.
+	connHeldBack uint32 = 1 << iota
+	// connDraining: set by Server.Shutdown; the handler is not called any
+	// more and new input is dropped.
+	connDraining
+)
+
+func (c *Conn) flagSet(f uint32) bool { return c.flags.Load()&f != 0 }
+func (c *Conn) setFlag(f uint32)      { c.flags.Or(f) }
+
+// takeFlag clears f and reports whether it was set.
+func (c *Conn) takeFlag(f uint32) bool { return c.flags.And(^f)&f != 0 }
 
 // networks are the networks a Conn can be on (checkNetwork); a Conn keeps
 // the index, a byte, where the name would take sixteen.
@@ -69,8 +88,11 @@ var _ interface {
 // engine r, taking a reference that the connection's final close drops. If
 // srv is set, the connection's input runs srv's handler. On error the socket
 // is closed.
-func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *engineRef, srv *Server) (*Conn, error) {
-	c := &Conn{fd: poll.NewFD(sysfd, cfg.pollConfig()), network: networkIndex(network), laddr: laddr, raddr: raddr, eng: r}
+func newConn(sysfd int, network string, laddr net.Addr, raddr remote, cfg *config, r *engineRef, srv *Server) (*Conn, error) {
+	c := &Conn{fd: poll.NewFD(sysfd, cfg.pc), network: networkIndex(network), laddr: laddr, peer: raddr.ap, eng: r}
+	if raddr.addr != nil {
+		c.extras().setRemote(raddr.addr)
+	}
 	c.reader.c = c
 	c.writer.c = c
 	if srv != nil {
@@ -79,7 +101,6 @@ func newConn(sysfd int, network string, laddr, raddr net.Addr, cfg *config, r *e
 			return nil, ErrServerClosed
 		}
 		c.srv = srv
-		c.process = c.serve
 		if cfg.inline {
 			c.inline = true
 			c.fd.NoBlock = true
@@ -254,7 +275,28 @@ func (c *Conn) unacked() int {
 func (c *Conn) LocalAddr() net.Addr { return c.laddr }
 
 // RemoteAddr returns the peer's address.
-func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+func (c *Conn) RemoteAddr() net.Addr {
+	x := c.extras()
+	if a := x.remote(); a != nil {
+		return a
+	}
+	return x.setRemote(net.TCPAddrFromAddrPort(c.peer))
+}
+
+// remote is a new connection's peer address: a TCP address as a value (ap),
+// or for other networks the address itself (addr).
+type remote struct {
+	ap   netip.AddrPort
+	addr net.Addr
+}
+
+// remoteOf converts a net.Addr to a remote.
+func remoteOf(a net.Addr) remote {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return remote{ap: t.AddrPort()}
+	}
+	return remote{addr: a}
+}
 
 // SetDeadline sets the read and write deadlines, as net.Conn specifies.
 func (c *Conn) SetDeadline(t time.Time) error {
@@ -318,5 +360,5 @@ func (c *Conn) opError(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	return &net.OpError{Op: op, Net: c.network.String(), Source: c.laddr, Addr: c.raddr, Err: err}
+	return &net.OpError{Op: op, Net: c.network.String(), Source: c.laddr, Addr: c.RemoteAddr(), Err: err}
 }

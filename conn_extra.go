@@ -1,6 +1,7 @@
 package ringpoll
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -15,6 +16,25 @@ type connExtra struct {
 	mu        sync.Mutex
 	callbacks []CloseCallback // AddCloseCallback's, in the order added
 	closed    bool            // the callbacks were taken to run
+
+	// raddr is RemoteAddr's answer: made by its first call on a TCP
+	// connection, set up front on others.
+	raddr atomic.Pointer[net.Addr]
+}
+
+// remote returns the remote address, or nil if it was not made yet.
+func (e *connExtra) remote() net.Addr {
+	if p := e.raddr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setRemote keeps a as the remote address unless one was kept first, and
+// returns the one kept.
+func (e *connExtra) setRemote(a net.Addr) net.Addr {
+	e.raddr.CompareAndSwap(nil, &a)
+	return *e.raddr.Load()
 }
 
 // extras returns c's connExtra, making it on first use.

@@ -60,7 +60,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (*Con
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Source: laddr, Addr: raddr, Err: err}
 	}
-	return newConn(sysfd, network, laddr, raddr, cfg, eng, nil)
+	return newConn(sysfd, network, laddr, remoteOf(raddr), cfg, eng, nil)
 }
 
 // detach returns a non-blocking duplicate of nc's socket and closes nc.

@@ -127,7 +127,7 @@ func TestInlineHoldBack(t *testing.T) {
 		werr := tsWriteAsync(client, data)
 		c := tsRecv(t, conns, "the server connection")
 		s := tsSample(c.fd.OutputQueued)
-		tsEventually(t, "the handler to be held back", c.heldBack.Load)
+		tsEventually(t, "the handler to be held back", func() bool { return c.flagSet(connHeldBack) })
 		// Held back, the connection stops reading: its input fills to
 		// the mark and stays there.
 		tsEventually(t, "input to reach the high-water mark", func() bool { return c.fd.InputHeld() >= high })

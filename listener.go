@@ -92,7 +92,7 @@ func checkNetwork(network string) error {
 
 // Accept waits for the next connection and returns it as a *Conn.
 func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.accept(nil)
+	c, err := l.accept(nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // AcceptConn is Accept returning the *Conn type.
-func (l *Listener) AcceptConn() (*Conn, error) { return l.accept(nil) }
+func (l *Listener) AcceptConn() (*Conn, error) { return l.accept(nil, nil) }
 
 // Close stops listening. A blocked Accept returns an error wrapping
 // net.ErrClosed. Accepted connections stay open.
@@ -128,12 +128,17 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 // Engine returns the engine serving the listener's connections.
 func (l *Listener) Engine() Engine { return l.eng.key.engine }
 
-func (l *Listener) accept(srv *Server) (*Conn, error) {
+// accept takes the next connection. A Server's connections come with its
+// configuration, cfg; others (cfg nil) with the listener's.
+func (l *Listener) accept(srv *Server, cfg *config) (*Conn, error) {
+	if cfg == nil {
+		cfg = l.cfg
+	}
 	if l.lq != nil {
-		return l.acceptEngine(srv)
+		return l.acceptEngine(srv, cfg)
 	}
 	var sysfd int
-	var raddr net.Addr
+	var raddr remote
 	var aerr error
 	err := l.rc.Read(func(fd uintptr) bool {
 		sysfd, raddr, aerr = acceptSocket(int(fd), l.network)
@@ -147,7 +152,7 @@ func (l *Listener) accept(srv *Server) (*Conn, error) {
 	if err != nil {
 		return nil, l.opError(err)
 	}
-	c, err := l.newConn(sysfd, raddr, srv)
+	c, err := l.newConn(sysfd, raddr, srv, cfg)
 	if err != nil {
 		return nil, l.opError(err)
 	}
@@ -155,14 +160,14 @@ func (l *Listener) accept(srv *Server) (*Conn, error) {
 }
 
 // acceptEngine takes the next connection the engine accepted.
-func (l *Listener) acceptEngine(srv *Server) (*Conn, error) {
+func (l *Listener) acceptEngine(srv *Server, cfg *config) (*Conn, error) {
 	sysfd, err := l.lq.Accept()
 	if err != nil {
 		return nil, l.opError(err)
 	}
 	// A peer that reset before this has no address any more; its Conn
 	// reads the error.
-	c, err := l.newConn(sysfd, peerAddr(sysfd, l.network), srv)
+	c, err := l.newConn(sysfd, peerAddr(sysfd, l.network), srv, cfg)
 	if err != nil {
 		return nil, l.opError(err)
 	}
@@ -191,11 +196,7 @@ func engineListen(ln net.Listener, acc poll.Acceptor) (poll.Listening, error) {
 	return lq, err
 }
 
-func (l *Listener) newConn(sysfd int, raddr net.Addr, srv *Server) (*Conn, error) {
-	cfg := l.cfg
-	if srv != nil {
-		cfg = srv.connConfig(l.cfg)
-	}
+func (l *Listener) newConn(sysfd int, raddr remote, srv *Server, cfg *config) (*Conn, error) {
 	if l.network != "unix" {
 		// As in net: Nagle off for request/response traffic.
 		setNoDelay(sysfd, true)

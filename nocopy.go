@@ -197,9 +197,12 @@ type Writer struct {
 	buf *buf.LinkBuffer
 }
 
+// pending returns the buffer of what was written since the last Flush.
+// Flush gives it back to a pool once empty, so that an idle connection
+// does not keep it.
 func (w *Writer) pending() *buf.LinkBuffer {
 	if w.buf == nil {
-		w.buf = buf.New()
+		w.buf = buf.Get()
 	}
 	return w.buf
 }
@@ -300,10 +303,20 @@ func (w *Writer) MallocLen() int {
 // blocking while that queue is above the output high-water mark (bounded by
 // the write deadline). On error the unsent bytes are dropped.
 func (w *Writer) Flush() error {
-	if w.buf == nil || w.buf.Len() == 0 {
+	if w.buf == nil {
 		return nil
 	}
-	return w.c.opError("write", w.c.fd.WriteBuffer(w.buf))
+	if w.buf.Len() == 0 {
+		if buf.Put(w.buf) {
+			w.buf = nil
+		}
+		return nil
+	}
+	err := w.c.fd.WriteBuffer(w.buf)
+	if buf.Put(w.buf) {
+		w.buf = nil
+	}
+	return w.c.opError("write", err)
 }
 
 // The writing methods of Writer and LinkBuffer share these, on the buffer

@@ -44,6 +44,10 @@ type config struct {
 	gro       bool   // WithGRO
 	noGSO     bool   // WithoutGSO
 	err       error
+
+	// pc is pollConfig's result, made once when the options are applied
+	// (seal): every connection's FD shares it.
+	pc *poll.Config
 }
 
 // ringTuning is what the io_uring engines are built with; engines with
@@ -72,7 +76,15 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	c.ring.keepP = keepPByDefault
 	c.apply(opts)
+	c.seal()
 	return c, c.err
+}
+
+// seal makes the FD configuration that c's connections share. Call it
+// after the last apply.
+func (c *config) seal() {
+	pc := c.pollConfig()
+	c.pc = &pc
 }
 
 func (c *config) apply(opts []Option) {

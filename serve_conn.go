@@ -15,6 +15,13 @@ func (h *connHooks) InputArrived() {
 	}
 }
 
+// connTask is a Conn as the Server's pool runs it: no closure per
+// connection.
+type connTask Conn
+
+// Run implements gopool.Task: it serves the connection's input.
+func (t *connTask) Run() { (*Conn)(t).serve() }
+
 // OutputDrained implements poll.Hooks: an inline handler held back by
 // full output runs again.
 func (h *connHooks) OutputDrained() bool {
@@ -55,7 +62,7 @@ func (c *Conn) schedule() {
 			c.serve()
 			return
 		}
-		c.srv.pool.Go(c.process)
+		c.srv.pool.Submit((*connTask)(c))
 	}
 }
 
@@ -63,7 +70,7 @@ func (c *Conn) schedule() {
 // its low-water mark: an inline handler held back by a full queue runs
 // again. It reports whether it ran the handler.
 func (c *Conn) outputDrained() bool {
-	if c.heldBack.Load() && c.heldBack.CompareAndSwap(true, false) {
+	if c.flagSet(connHeldBack) && c.takeFlag(connHeldBack) {
 		c.schedule()
 		return true
 	}
@@ -76,9 +83,9 @@ func (c *Conn) holdBack() bool {
 	if !c.inline || !c.fd.OutputFull() {
 		return false
 	}
-	c.heldBack.Store(true)
+	c.setFlag(connHeldBack)
 	// Output sent since the check would have found heldBack unset.
-	return c.fd.OutputFull() || !c.heldBack.CompareAndSwap(true, false)
+	return c.fd.OutputFull() || !c.takeFlag(connHeldBack)
 }
 
 // serve runs the handler while there is input it makes progress on, then
@@ -109,7 +116,7 @@ func (c *Conn) runHandler() bool {
 		if c.fd.Closing() {
 			return false
 		}
-		if c.draining.Load() {
+		if c.flagSet(connDraining) {
 			return c.dropInput()
 		}
 		if n == 0 {

@@ -87,9 +87,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	defer s.untrack(l)
+	cfg := s.connConfig(l.cfg)
 	var backoff time.Duration
 	for {
-		_, err := l.accept(s)
+		_, err := l.accept(s, cfg)
 		if err == nil {
 			backoff = 0
 			continue
@@ -113,6 +114,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) connConfig(base *config) *config {
 	c := *base
 	c.apply(s.opts)
+	c.seal()
 	return &c
 }
 
@@ -228,7 +230,7 @@ func (s *Server) drain() int {
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
 	for _, c := range conns {
-		c.draining.Store(true)
+		c.setFlag(connDraining)
 		end := c.lingerEnd()
 		switch {
 		case end == 0 && !c.processing.Load() && c.fd.Quiet():

@@ -3,6 +3,7 @@ package ringpoll
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 
@@ -66,26 +67,46 @@ var errAcceptAgain error = unix.EAGAIN
 // connection whose peer gave up while queued (ECONNABORTED), and a call a
 // signal interrupted, are passed over. It returns errAcceptAgain when none
 // is pending.
-func acceptSocket(lfd int, network string) (int, net.Addr, error) {
+func acceptSocket(lfd int, network string) (int, remote, error) {
 	for {
 		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch err {
 		case nil:
-			return fd, sockaddrToAddr(sa, network), nil
+			return fd, sockaddrToRemote(sa, network), nil
 		case unix.EINTR, unix.ECONNABORTED:
 			continue
 		case unix.EAGAIN:
-			return -1, nil, errAcceptAgain
+			return -1, remote{}, errAcceptAgain
 		}
-		return -1, nil, os.NewSyscallError("accept4", err)
+		return -1, remote{}, os.NewSyscallError("accept4", err)
 	}
 }
 
 // peerAddr returns fd's peer address. A peer that reset before this has
 // none any more (ENOTCONN): an empty address of the network's type.
-func peerAddr(fd int, network string) net.Addr {
+func peerAddr(fd int, network string) remote {
 	sa, _ := unix.Getpeername(fd)
-	return sockaddrToAddr(sa, network)
+	return sockaddrToRemote(sa, network)
+}
+
+// sockaddrToRemote converts an accepted socket's peer address: an IP
+// address as a value, which makes nothing on the heap.
+func sockaddrToRemote(sa unix.Sockaddr, network string) remote {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return remote{ap: netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))}
+	case *unix.SockaddrInet6:
+		a := netip.AddrFrom16(sa.Addr)
+		if sa.ZoneId != 0 {
+			a = a.WithZone(fmt.Sprint(sa.ZoneId))
+		}
+		return remote{ap: netip.AddrPortFrom(a, uint16(sa.Port))}
+	case nil:
+		if network != "unix" {
+			return remote{} // a peer gone before getpeername: an empty TCPAddr
+		}
+	}
+	return remote{addr: sockaddrToAddr(sa, network)}
 }
 
 // localAddr returns fd's local address, or nil if it cannot be read.

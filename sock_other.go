@@ -20,9 +20,9 @@ func unackedBytes(int) int { return 0 }
 
 var errAcceptAgain = errors.New("ringpoll: no connection pending")
 
-func acceptSocket(int, string) (int, net.Addr, error) { return -1, nil, errors.ErrUnsupported }
+func acceptSocket(int, string) (int, remote, error) { return -1, remote{}, errors.ErrUnsupported }
 
-func peerAddr(int, string) net.Addr { return nil }
+func peerAddr(int, string) remote { return remote{} }
 
 func localAddr(int, string) net.Addr { return nil }
 

@@ -46,7 +46,10 @@ type FD struct {
 	// Private is the engine's per-FD state, set by Register.
 	Private any
 
-	cfg Config
+	cfg *Config // shared by the connections of one listener, server or dialer
+	// inHigh and inLow are the input marks: the configuration's, unless
+	// LimitInput lowered them.
+	inHigh, inLow int
 
 	life atomic.Uint64 // references and state; see lifetime.go
 	done event         // fired when the FD is destroyed
@@ -63,20 +66,26 @@ type FD struct {
 	out      *buf.LinkBuffer
 	outErr   error // sticky send error
 	writable token
-	iov      [][]byte    // writer scratch, under wmu
-	slice    sliceSource // writer scratch, under wmu
-	iovecs   *Iovecs     // writer scratch, under wmu; made on first gathered send
+	ws       *writeScratch // under wmu; made by the first write that needs it
 
-	dl         atomic.Pointer[deadlines] // made by the first deadline or blocked user
-	lastActive atomic.Int64              // monotonic ns, for the idle timeout
-	idleTimer  atomic.Pointer[time.Timer]
+	dl   atomic.Pointer[deadlines] // made by the first deadline or blocked user
+	idle atomic.Pointer[idleState] // made by StartIdleTimer, with an idle timeout
+}
+
+// idleState is the idle timeout's state, which only FDs configured with one
+// carry.
+type idleState struct {
+	lastActive atomic.Int64 // monotonic ns since clock
+	timer      *time.Timer
 }
 
 // NewFD returns the FD for the non-blocking socket sysfd. It holds the
 // loop's reference from the start, which the loop drops with Detach; an FD
 // that was never registered is not destroyed, and its caller closes sysfd.
-func NewFD(sysfd int, cfg Config) *FD {
-	fd := &FD{Sysfd: sysfd, cfg: cfg, in: buf.New(), out: buf.New()}
+//
+// cfg is shared, not copied: the caller must not change it afterwards.
+func NewFD(sysfd int, cfg *Config) *FD {
+	fd := &FD{Sysfd: sysfd, cfg: cfg, inHigh: cfg.InputHighWater, inLow: cfg.InputLowWater, in: buf.New(), out: buf.New()}
 	fd.life.Store(lifeSys)
 	return fd
 }
@@ -90,13 +99,13 @@ func (fd *FD) StartIdleTimer() {
 		return
 	}
 	// Published before it can fire: checkIdle loads it atomically.
-	fd.touch()
-	t := time.AfterFunc(time.Duration(1<<62), fd.checkIdle)
-	fd.idleTimer.Store(t)
-	t.Reset(fd.cfg.IdleTimeout)
+	st := &idleState{timer: time.AfterFunc(time.Duration(1<<62), fd.checkIdle)}
+	st.lastActive.Store(int64(time.Since(clock)))
+	fd.idle.Store(st)
+	st.timer.Reset(fd.cfg.IdleTimeout)
 	if fd.Closing() {
 		// Closed before the timer was stored: Close did not see it.
-		t.Stop()
+		st.timer.Stop()
 	}
 }
 
@@ -121,8 +130,8 @@ func (fd *FD) Close() error {
 			break
 		}
 	}
-	if t := fd.idleTimer.Load(); t != nil {
-		t.Stop()
+	if st := fd.idle.Load(); st != nil {
+		st.timer.Stop()
 	}
 	// Blocked readers and writers look again and see Closing.
 	fd.readable.signal()
@@ -139,9 +148,9 @@ func (fd *FD) Close() error {
 // mark to half of it), for an engine whose input memory is a shared pool.
 // Call it before Register.
 func (fd *FD) LimitInput(n int) {
-	if n < fd.cfg.InputHighWater {
-		fd.cfg.InputHighWater = n
-		fd.cfg.InputLowWater = n / 2
+	if n < fd.inHigh {
+		fd.inHigh = n
+		fd.inLow = n / 2
 	}
 }
 
@@ -163,21 +172,24 @@ func (fd *FD) Control(f func(sysfd int) error) error {
 	return f(fd.Sysfd)
 }
 
-// clock is the origin of the monotonic timestamps in lastActive.
+// clock is the origin of the monotonic timestamps in idleState.
 var clock = time.Now()
 
 func (fd *FD) touch() {
 	if fd.cfg.IdleTimeout > 0 {
-		fd.lastActive.Store(int64(time.Since(clock)))
+		if st := fd.idle.Load(); st != nil {
+			st.lastActive.Store(int64(time.Since(clock)))
+		}
 	}
 }
 
 // checkIdle runs on the idle timer: close fd if nothing moved for the idle
 // timeout, else wait for the rest of it.
 func (fd *FD) checkIdle() {
-	idle := time.Since(clock) - time.Duration(fd.lastActive.Load())
+	st := fd.idle.Load()
+	idle := time.Since(clock) - time.Duration(st.lastActive.Load())
 	if left := fd.cfg.IdleTimeout - idle; left > 0 {
-		fd.idleTimer.Load().Reset(left)
+		st.timer.Reset(left)
 		return
 	}
 	fd.Close()
@@ -191,17 +203,19 @@ func (fd *FD) ExpireIdle() {
 	if fd.cfg.IdleTimeout <= 0 {
 		return
 	}
-	if t := fd.idleTimer.Load(); t != nil {
-		t.Stop()
+	if st := fd.idle.Load(); st != nil {
+		st.timer.Stop()
 	}
 	time.AfterFunc(0, func() { fd.Close() })
 }
 
 // IdleFor returns how long fd has had no input or output, as its idle
-// timer sees it (0 on an FD without an idle timeout).
+// timer sees it (0 on an FD without an idle timeout or before its timer
+// started).
 func (fd *FD) IdleFor() time.Duration {
-	if fd.cfg.IdleTimeout <= 0 {
+	st := fd.idle.Load()
+	if fd.cfg.IdleTimeout <= 0 || st == nil {
 		return 0
 	}
-	return time.Since(clock) - time.Duration(fd.lastActive.Load())
+	return time.Since(clock) - time.Duration(st.lastActive.Load())
 }

@@ -62,7 +62,7 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 // engine whose kernel reads ahead caps its next receive with it.
 func (fd *FD) InputRoom() int {
 	fd.inMu.Lock()
-	n := max(fd.cfg.InputHighWater, fd.inWant) - fd.in.Held()
+	n := max(fd.inHigh, fd.inWant) - fd.in.Held()
 	fd.inMu.Unlock()
 	return n
 }
@@ -70,7 +70,7 @@ func (fd *FD) InputRoom() int {
 // checkInputHigh pauses input at the high-water mark, or higher when a
 // blocked reader needs more. Called with inMu held.
 func (fd *FD) checkInputHigh() bool {
-	if fd.in.Held() >= max(fd.cfg.InputHighWater, fd.inWant) {
+	if fd.in.Held() >= max(fd.inHigh, fd.inWant) {
 		fd.inPaused = true
 	}
 	return !fd.inPaused
@@ -178,7 +178,7 @@ func (fd *FD) releaseInput() {
 // unlockInput resumes a paused loop once input fell under the low-water
 // mark, hands the wake-up token on while input remains, and unlocks inMu.
 func (fd *FD) unlockInput() {
-	resume := fd.inPaused && fd.in.Held() < fd.cfg.InputLowWater
+	resume := fd.inPaused && fd.in.Held() < fd.inLow
 	if resume {
 		fd.inPaused = false
 	}
@@ -276,7 +276,7 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 			fd.unlockInput()
 			return b, nil
 		}
-		if fd.in.Len() >= fd.cfg.InputHighWater {
+		if fd.in.Len() >= fd.inHigh {
 			fd.unlockInput()
 			return nil, ErrBufferFull
 		}

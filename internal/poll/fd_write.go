@@ -95,6 +95,30 @@ type source interface {
 
 type sliceSource struct{ p []byte }
 
+// writeScratch is a writer's reusable scratch, under wmu. An FD makes it on
+// the first Write, or the first queued copy or direct send of a Writer's
+// buffer: a handler whose replies move into the queue whole never does, so
+// its idle connections do not carry these 64 bytes.
+type writeScratch struct {
+	iov    [][]byte
+	slice  sliceSource
+	iovecs *Iovecs // made on the first gathered send: 1 KiB most never need
+}
+
+// HasWriteScratch reports whether fd has made its write scratch. Call it
+// from the goroutine that wrote last, after the write returned; tests use
+// it.
+func (fd *FD) HasWriteScratch() bool { return fd.ws != nil }
+
+// scratch returns the FD's write scratch, making it if need be. Call with
+// wmu held.
+func (fd *FD) scratch() *writeScratch {
+	if fd.ws == nil {
+		fd.ws = new(writeScratch)
+	}
+	return fd.ws
+}
+
 func (s *sliceSource) len() int                     { return len(s.p) }
 func (s *sliceSource) slices(dst [][]byte) [][]byte { return append(dst, s.p) }
 func (s *sliceSource) advance(n int)                { s.p = s.p[n:] }
@@ -111,9 +135,10 @@ func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release(); s
 // serialized and never interleave.
 func (fd *FD) Write(p []byte) (int, error) {
 	fd.wmu.Lock()
-	fd.slice.p = p // reused under wmu: a new one per call would escape
-	n, err := fd.write(&fd.slice)
-	fd.slice.p = nil
+	ws := fd.scratch()
+	ws.slice.p = p // reused under wmu: a new one per call would escape
+	n, err := fd.write(&ws.slice)
+	ws.slice.p = nil
 	fd.wmu.Unlock() // not deferred: write does not panic, and this runs per request
 	return n, err
 }
@@ -145,8 +170,9 @@ func (fd *FD) write(src source) (int, error) {
 		if direct && !fd.loopOwns {
 			// The loop is not sending: send from this goroutine.
 			fd.outMu.Unlock()
-			fd.iov = src.slices(fd.iov[:0])
-			n, err := fd.send(fd.iov)
+			ws := fd.scratch()
+			ws.iov = src.slices(ws.iov[:0])
+			n, err := fd.send(ws.iov)
 			if n > 0 {
 				total += n
 				src.advance(n)
@@ -219,8 +245,9 @@ func (fd *FD) queue(src source, room int) int {
 		return n
 	}
 	n := 0
-	fd.iov = src.slices(fd.iov[:0])
-	for _, p := range fd.iov {
+	ws := fd.scratch()
+	ws.iov = src.slices(ws.iov[:0])
+	for _, p := range ws.iov {
 		if n+len(p) > room {
 			p = p[:room-n]
 		}
@@ -280,10 +307,11 @@ func (fd *FD) send(iov [][]byte) (int, error) {
 	if !fd.acquire(lifeSys) {
 		return 0, ErrClosed
 	}
-	if len(iov) > 1 && fd.iovecs == nil {
-		fd.iovecs = new(Iovecs) // 1 KiB that most connections never need
+	ws := fd.scratch()
+	if len(iov) > 1 && ws.iovecs == nil {
+		ws.iovecs = new(Iovecs)
 	}
-	n, err := Sendv(fd.Sysfd, iov, fd.iovecs)
+	n, err := Sendv(fd.Sysfd, iov, ws.iovecs)
 	fd.put(lifeSys)
 	return n, err
 }

@@ -31,7 +31,7 @@ func lifeFD(t *testing.T) (*FD, int, *atomic.Int32) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(sp[1]) })
-	fd := NewFD(sp[0], Config{InputHighWater: 1 << 20, InputLowWater: 1 << 19, OutputHighWater: 1 << 20, OutputLowWater: 1 << 19})
+	fd := NewFD(sp[0], &Config{InputHighWater: 1 << 20, InputLowWater: 1 << 19, OutputHighWater: 1 << 20, OutputLowWater: 1 << 19})
 	fd.Loop = &lifeLoop{}
 	finalized := new(atomic.Int32)
 	fd.Hooks = (*countFinalized)(finalized)

@@ -60,11 +60,10 @@ type conn struct {
 	armThread uint16
 	ring      *sendRing // uring-sqpoll: the ring this conn sends on
 
-	iov    [][]byte
+	iov    [][]byte    // the send's slices; uring-reactor's loop sends them itself
 	gather *sendGather // made on the first send of more than one slice
 	pin    runtime.Pinner
-	// reactor scratch
-	sendIov  [][]byte
+	// uring-reactor's sendmsg iovecs, made on its first send
 	sendVecs *poll.Iovecs
 }
 

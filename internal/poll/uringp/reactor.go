@@ -122,7 +122,7 @@ func (l *loop) reactorFlush(c *conn) {
 	if c.sendVecs == nil {
 		c.sendVecs = new(poll.Iovecs)
 	}
-	if full := poll.SendQueued(c.fd, &c.sendIov, c.sendVecs, &l.stats); full {
+	if full := poll.SendQueued(c.fd, &c.iov, c.sendVecs, &l.stats); full {
 		l.armPollOut(c)
 		return
 	}
