@@ -90,15 +90,14 @@ func Get() *LinkBuffer { return headers.Get().(*LinkBuffer) }
 
 // Put gives b back for Get to reuse, if it is empty: nothing linked, no
 // space handed out by WriteSpace. It reports whether it took b; the caller
-// must not use b afterwards if so.
+// must not use b afterwards if so. A spare ref-node struct b kept goes
+// with it, for the next AppendRef of whoever gets it: an input buffer
+// taken and given back once per message then costs no node struct either.
 func Put(b *LinkBuffer) bool {
 	if b.head != nil || b.pending != nil || b.spaceLen != 0 {
 		return false
 	}
-	if b.spare != nil {
-		freeNode(b.spare)
-	}
-	*b = LinkBuffer{}
+	*b = LinkBuffer{spare: b.spare}
 	headers.Put(b)
 	return true
 }

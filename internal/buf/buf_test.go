@@ -330,7 +330,10 @@ func TestGetPut(t *testing.T) {
 	}
 	for range 3 {
 		g := Get()
-		if *g != (LinkBuffer{}) {
+		if sp := g.spare; sp != nil && (sp.buf != nil || sp.r|sp.w|sp.off != 0 || sp.next != nil || sp.class != classRef || sp.owner != nil) {
+			t.Fatalf("Get returned a buffer whose spare node is in use: %+v", *sp)
+		}
+		if g.spare = nil; *g != (LinkBuffer{}) {
 			t.Fatalf("Get returned a buffer in use: %+v", *g)
 		}
 		g.Append([]byte("x"))

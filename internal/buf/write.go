@@ -47,6 +47,10 @@ func (b *LinkBuffer) WriteSpace(min int) []byte {
 	return p.buf
 }
 
+// Space returns the length of the slice the last WriteSpace returned, or 0
+// once it was committed.
+func (b *LinkBuffer) Space() int { return b.spaceLen }
+
 // Commit publishes n bytes that the producer wrote at the start of the
 // slice returned by the last WriteSpace, linking the new node WriteSpace
 // prepared, if any. It panics if n is negative or exceeds that slice. It

@@ -35,9 +35,9 @@ type FD struct {
 	loopOwns bool        // the loop is sending out; writers must queue; outMu
 	wrClosed bool        // outMu
 	outFull  atomic.Bool // out.Len() >= OutputHighWater; stored under outMu (noteOut)
-	// lastSpace is the length of the last InputSpace (loop only; a node
-	// is far under 2 GiB).
-	lastSpace int32
+	// inHint is the input buffer's grow hint, kept for the buffer fd
+	// takes after giving its own back (inMu).
+	inHint int32
 
 	// Loop is the loop serving this FD; Engine.Register sets it.
 	Loop Loop
@@ -54,6 +54,9 @@ type FD struct {
 	life atomic.Uint64 // references and state; see lifetime.go
 	done event         // fired when the FD is destroyed
 
+	// in and out are nil while empty: an idle FD gives their headers back
+	// to buf's pool (releaseInput, OutputSent) and takes new ones when
+	// bytes come (input, output).
 	inMu     sync.Mutex
 	in       *buf.LinkBuffer
 	inErr    error  // io.EOF or a read error; sticky
@@ -85,7 +88,7 @@ type idleState struct {
 //
 // cfg is shared, not copied: the caller must not change it afterwards.
 func NewFD(sysfd int, cfg *Config) *FD {
-	fd := &FD{Sysfd: sysfd, cfg: cfg, inHigh: cfg.InputHighWater, inLow: cfg.InputLowWater, in: buf.New(), out: buf.New()}
+	fd := &FD{Sysfd: sysfd, cfg: cfg, inHigh: cfg.InputHighWater, inLow: cfg.InputLowWater}
 	fd.life.Store(lifeSys)
 	return fd
 }

@@ -18,9 +18,37 @@ func (fd *FD) InputSpace(min int) []byte {
 	if fd.inPaused || fd.inErr != nil || fd.Closing() {
 		return nil
 	}
-	p := fd.in.WriteSpace(min)
-	fd.lastSpace = int32(len(p))
-	return p
+	return fd.input().WriteSpace(min)
+}
+
+// input returns the input buffer, taking one from buf's pool if fd gave
+// its own back (releaseInput does once it is empty, so that an idle FD
+// keeps none). Called with inMu held.
+func (fd *FD) input() *buf.LinkBuffer {
+	if fd.in == nil {
+		fd.in = buf.Get()
+		fd.in.SetGrowHint(int(fd.inHint))
+	}
+	return fd.in
+}
+
+// maxInHint bounds the grow hint fd keeps (buf caps its own lower).
+const maxInHint = 1 << 30
+
+// inLen and inHeldBytes are fd.in's Len and Held, 0 without a buffer.
+// Called with inMu held.
+func (fd *FD) inLen() int {
+	if fd.in == nil {
+		return 0
+	}
+	return fd.in.Len()
+}
+
+func (fd *FD) inHeldBytes() int {
+	if fd.in == nil {
+		return 0
+	}
+	return fd.in.Held()
 }
 
 // InputCommit records n bytes read into the last InputSpace. It reports
@@ -28,14 +56,19 @@ func (fd *FD) InputSpace(min int) []byte {
 // until Resume.
 func (fd *FD) InputCommit(n int) (more bool) {
 	fd.inMu.Lock()
-	fd.in.Commit(n)
+	in := fd.input()
+	space := in.Space()
+	in.Commit(n)
 	fd.inTotal += uint64(n)
 	// A read that filled its space asks for bigger nodes, so bulk streams
-	// take fewer syscalls; a short one goes back to small nodes.
-	if n == int(fd.lastSpace) {
-		fd.in.SetGrowHint(2 * n)
-	} else if n < int(fd.lastSpace)/2 {
-		fd.in.SetGrowHint(0)
+	// take fewer syscalls; a short one goes back to small nodes. fd keeps
+	// the hint too, for the next buffer it takes after giving this one back.
+	if n == space {
+		fd.inHint = int32(min(2*n, maxInHint))
+		in.SetGrowHint(int(fd.inHint))
+	} else if n < space/2 {
+		fd.inHint = 0
+		in.SetGrowHint(0)
 	}
 	more = fd.checkInputHigh()
 	fd.inMu.Unlock()
@@ -49,7 +82,7 @@ func (fd *FD) InputCommit(n int) (more bool) {
 // result is as for InputCommit.
 func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 	fd.inMu.Lock()
-	fd.in.AppendRef(p, owner)
+	fd.input().AppendRef(p, owner)
 	fd.inTotal += uint64(len(p))
 	more = fd.checkInputHigh()
 	fd.inMu.Unlock()
@@ -62,7 +95,7 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 // engine whose kernel reads ahead caps its next receive with it.
 func (fd *FD) InputRoom() int {
 	fd.inMu.Lock()
-	n := max(fd.inHigh, fd.inWant) - fd.in.Held()
+	n := max(fd.inHigh, fd.inWant) - fd.inHeldBytes()
 	fd.inMu.Unlock()
 	return n
 }
@@ -70,7 +103,7 @@ func (fd *FD) InputRoom() int {
 // checkInputHigh pauses input at the high-water mark, or higher when a
 // blocked reader needs more. Called with inMu held.
 func (fd *FD) checkInputHigh() bool {
-	if fd.in.Held() >= max(fd.inHigh, fd.inWant) {
+	if fd.inHeldBytes() >= max(fd.inHigh, fd.inWant) {
 		fd.inPaused = true
 	}
 	return !fd.inPaused
@@ -131,7 +164,7 @@ func (fd *FD) lockInput(n int) error {
 			}
 			continue
 		}
-		if fd.in.Len() >= n {
+		if fd.inLen() >= n {
 			fd.inWant = 0
 			return nil
 		}
@@ -140,8 +173,8 @@ func (fd *FD) lockInput(n int) error {
 			fd.readable.signal() // pass the news to the next blocked reader
 			return err
 		}
-		fd.inWant = fd.in.Held() - fd.in.Len() + n
-		resume := fd.inPaused && fd.inWant > fd.in.Held()
+		fd.inWant = fd.inHeldBytes() - fd.inLen() + n
+		resume := fd.inPaused && fd.inWant > fd.inHeldBytes()
 		if resume {
 			fd.inPaused = false
 		}
@@ -170,19 +203,25 @@ func (fd *FD) releaseInput() {
 	if fd.inLent {
 		return
 	}
-	fd.in.Release()
-	fd.in.Shrink() // an idle connection keeps no input buffer
 	fd.inHeld = false
+	if fd.in == nil {
+		return
+	}
+	fd.in.Release()
+	fd.in.Shrink() // an idle connection keeps no input node
+	if buf.Put(fd.in) {
+		fd.in = nil // nor the buffer's header
+	}
 }
 
 // unlockInput resumes a paused loop once input fell under the low-water
 // mark, hands the wake-up token on while input remains, and unlocks inMu.
 func (fd *FD) unlockInput() {
-	resume := fd.inPaused && fd.in.Held() < fd.inLow
+	resume := fd.inPaused && fd.inHeldBytes() < fd.inLow
 	if resume {
 		fd.inPaused = false
 	}
-	more := fd.in.Len() > 0 || fd.inErr != nil
+	more := fd.inLen() > 0 || fd.inErr != nil
 	fd.inMu.Unlock()
 	if more {
 		fd.readable.signal()
@@ -215,8 +254,11 @@ func (fd *FD) Next(n int) ([]byte, error) {
 	if err := fd.lockInput(n); err != nil {
 		return nil, err
 	}
-	fd.inHeld = fd.inHeld || n > 0
-	b := fd.in.Next(n)
+	var b []byte
+	if n > 0 {
+		fd.inHeld = true
+		b = fd.in.Next(n)
+	}
 	fd.unlockInput()
 	return b, nil
 }
@@ -227,8 +269,11 @@ func (fd *FD) Peek(n int) ([]byte, error) {
 	if err := fd.lockInput(n); err != nil {
 		return nil, err
 	}
-	fd.inHeld = fd.inHeld || n > 0
-	b := fd.in.Peek(n)
+	var b []byte
+	if n > 0 {
+		fd.inHeld = true
+		b = fd.in.Peek(n)
+	}
 	fd.unlockInput()
 	return b, nil
 }
@@ -238,7 +283,9 @@ func (fd *FD) Skip(n int) error {
 	if err := fd.lockInput(n); err != nil {
 		return err
 	}
-	fd.in.Skip(n)
+	if n > 0 {
+		fd.in.Skip(n)
+	}
 	fd.unlockInput()
 	return nil
 }
@@ -254,7 +301,9 @@ func (fd *FD) Slice(n int, dst *buf.LinkBuffer) (owned bool, err error) {
 	if err := fd.lockInput(n); err != nil {
 		return false, err
 	}
-	owned = fd.in.Share(dst, n)
+	if n > 0 {
+		owned = fd.in.Share(dst, n)
+	}
 	fd.releaseInput()
 	fd.unlockInput()
 	return owned, nil
@@ -276,11 +325,11 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 			fd.unlockInput()
 			return b, nil
 		}
-		if fd.in.Len() >= fd.inHigh {
+		if fd.inLen() >= fd.inHigh {
 			fd.unlockInput()
 			return nil, ErrBufferFull
 		}
-		need = fd.in.Len() + 1
+		need = fd.inLen() + 1
 		fd.unlockInput()
 	}
 }
@@ -299,7 +348,7 @@ func (fd *FD) Release() {
 // Len returns the number of input bytes readable without blocking.
 func (fd *FD) Len() int {
 	fd.inMu.Lock()
-	n := fd.in.Len()
+	n := fd.inLen()
 	fd.inMu.Unlock()
 	return n
 }
@@ -326,7 +375,7 @@ func (fd *FD) ReleaseState() (n int, consumed uint64, ended bool) {
 }
 
 func (fd *FD) inputStateLocked() (n int, consumed uint64, ended bool) {
-	n = fd.in.Len()
+	n = fd.inLen()
 	return n, fd.inTotal - uint64(n), fd.inErr != nil
 }
 
@@ -335,7 +384,7 @@ func (fd *FD) inputStateLocked() (n int, consumed uint64, ended bool) {
 func (fd *FD) InputHeld() int {
 	fd.inMu.Lock()
 	defer fd.inMu.Unlock()
-	return fd.in.Held()
+	return fd.inHeldBytes()
 }
 
 // InputEnded reports whether input has ended (peer FIN or a read error).

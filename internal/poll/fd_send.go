@@ -219,7 +219,7 @@ func (fd *FD) queuePiece(p []byte) error {
 		fd.outMu.Unlock()
 		return ErrClosed
 	}
-	fd.out.Append(p)
+	fd.output().Append(p)
 	fd.noteOut()
 	kick := !fd.loopOwns
 	fd.loopOwns = true

@@ -15,23 +15,51 @@ const maxIov = 64
 // stay valid until OutputSent consumes them: writers only append.
 func (fd *FD) OutputSlices(dst [][]byte, max int) [][]byte {
 	fd.outMu.Lock()
-	dst = fd.out.Slices(dst, max)
+	if fd.out != nil {
+		dst = fd.out.Slices(dst, max)
+	}
 	fd.outMu.Unlock()
 	return dst
+}
+
+// output returns the output queue, taking a buffer from buf's pool if fd
+// gave its own back (OutputSent does once it is empty, so that an idle FD
+// keeps none). Called with outMu held.
+func (fd *FD) output() *buf.LinkBuffer {
+	if fd.out == nil {
+		fd.out = buf.Get()
+	}
+	return fd.out
+}
+
+// outLen is the queued output, 0 without a buffer. Called with outMu held.
+func (fd *FD) outLen() int {
+	if fd.out == nil {
+		return 0
+	}
+	return fd.out.Len()
 }
 
 // OutputSent consumes n sent bytes. It reports whether the queue is now
 // empty, in which case the loop no longer owns output.
 func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Lock()
-	fd.out.Skip(n)
-	fd.out.Release()
+	left := 0
+	if out := fd.out; out != nil {
+		out.Skip(n)
+		out.Release()
+		left = out.Len()
+	}
 	fd.noteOut()
-	left := fd.out.Len()
 	empty = left == 0
 	if empty {
 		fd.loopOwns = false
-		fd.out.Shrink() // nor an output buffer
+		if out := fd.out; out != nil {
+			out.Shrink() // an idle connection keeps no output node
+			if buf.Put(out) {
+				fd.out = nil // nor the queue's header
+			}
+		}
 	}
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
@@ -53,7 +81,9 @@ func (fd *FD) OutputError(err error) {
 	if fd.outErr == nil {
 		fd.outErr = err
 	}
-	fd.out.Discard()
+	if fd.out != nil {
+		fd.out.Discard()
+	}
 	fd.noteOut()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
@@ -68,7 +98,7 @@ func (fd *FD) OutputFull() bool { return fd.outFull.Load() }
 // noteOut refreshes outFull after the output queue changed. Called with
 // outMu held; it stores only when the answer changes.
 func (fd *FD) noteOut() {
-	if full := fd.out.Len() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
+	if full := fd.outLen() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
 		fd.outFull.Store(full)
 	}
 }
@@ -76,7 +106,7 @@ func (fd *FD) noteOut() {
 // OutputPending reports whether output is queued for the loop to send.
 func (fd *FD) OutputPending() bool {
 	fd.outMu.Lock()
-	pending := fd.out.Len() > 0
+	pending := fd.outLen() > 0
 	fd.outMu.Unlock()
 	return pending
 }
@@ -103,6 +133,18 @@ type writeScratch struct {
 	iov    [][]byte
 	slice  sliceSource
 	iovecs *Iovecs // made on the first gathered send: 1 KiB most never need
+}
+
+// Buffers reports whether fd holds an input and an output buffer: an idle
+// FD holds neither. Tests use it.
+func (fd *FD) Buffers() (in, out bool) {
+	fd.inMu.Lock()
+	in = fd.in != nil
+	fd.inMu.Unlock()
+	fd.outMu.Lock()
+	out = fd.out != nil
+	fd.outMu.Unlock()
+	return in, out
 }
 
 // HasWriteScratch reports whether fd has made its write scratch. Call it
@@ -191,7 +233,7 @@ func (fd *FD) write(src source) (int, error) {
 			}
 			continue
 		}
-		room := fd.cfg.OutputHighWater - fd.out.Len()
+		room := fd.cfg.OutputHighWater - fd.outLen()
 		if fd.NoBlock {
 			room = src.len() // the user holds back instead (OutputDrained)
 		}
@@ -238,10 +280,11 @@ const maxSharedQueue = 64 << 10
 func (fd *FD) queue(src source, room int) int {
 	if s, ok := src.(bufSource); ok && s.b.Len() <= room {
 		n := s.b.Len()
-		if sh, ok := fd.Loop.(Sharer); ok && fd.out.Len() < maxSharedQueue {
+		out := fd.output()
+		if sh, ok := fd.Loop.(Sharer); ok && out.Len() < maxSharedQueue {
 			s.b.ShareRefs(sh.Share)
 		}
-		fd.out.Splice(s.b)
+		out.Splice(s.b)
 		return n
 	}
 	n := 0
@@ -251,7 +294,7 @@ func (fd *FD) queue(src source, room int) int {
 		if n+len(p) > room {
 			p = p[:room-n]
 		}
-		fd.out.Append(p)
+		fd.output().Append(p)
 		n += len(p)
 		if n == room {
 			break
@@ -362,7 +405,7 @@ func (fd *FD) CloseRead() error {
 func (fd *FD) Quiet() bool {
 	fd.outMu.Lock()
 	defer fd.outMu.Unlock()
-	return !fd.loopOwns && fd.out.Len() == 0
+	return !fd.loopOwns && fd.outLen() == 0
 }
 
 // OutputQueued returns the number of output bytes queued for the loop.
@@ -370,5 +413,5 @@ func (fd *FD) Quiet() bool {
 func (fd *FD) OutputQueued() int {
 	fd.outMu.Lock()
 	defer fd.outMu.Unlock()
-	return fd.out.Len()
+	return fd.outLen()
 }

@@ -140,16 +140,20 @@ func (fd *FD) shutWrite() {
 // handler can touch its buffers any more; a reader may still hold slices.
 func (fd *FD) destroy() {
 	fd.inMu.Lock()
-	if fd.inHeld {
-		fd.in.Abandon()
-	} else {
-		fd.in.Discard()
+	if fd.in != nil {
+		if fd.inHeld {
+			fd.in.Abandon()
+		} else {
+			fd.in.Discard()
+		}
 	}
 	fd.inHeld = false
 	fd.inMu.Unlock()
 
 	fd.outMu.Lock()
-	fd.out.Discard()
+	if fd.out != nil {
+		fd.out.Discard()
+	}
 	fd.noteOut()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
