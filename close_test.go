@@ -311,12 +311,22 @@ func TestCloseDrainsOutput(t *testing.T) {
 				if c.fd.OutputQueued() == 0 {
 					t.Fatalf("the kernel took all %d bytes; nothing left to drain", size)
 				}
+				expired := func() (n uint64) {
+					for _, s := range c.Stats() {
+						n += s.DrainsExpired
+					}
+					return n
+				}
+				before := expired()
 				start := time.Now()
 				c.Close()
 				select {
 				case <-c.fd.Done():
 					if el := time.Since(start); el < drain/2 {
 						t.Errorf("closed after %v, before the %v drain timeout although the peer reads nothing", el, drain)
+					}
+					if after := expired(); after <= before {
+						t.Errorf("LoopStats.DrainsExpired went from %d to %d: the cut-short drain was not counted", before, after)
 					}
 				case <-time.After(tsTimeout):
 					t.Errorf("the descriptor was not closed %v after Close with a %v drain timeout", tsTimeout, drain)

@@ -197,7 +197,7 @@ func TestInlineCloseAfterDrain(t *testing.T) {
 			if e != EngineEpoll {
 				needUring(t)
 			}
-			ln := listen(t, e, "tcp")
+			ln := listen(t, e, "tcp", WithDrainTimeout(2*tsTimeout)) // not the client's pace (TestStressBulkEcho)
 			tsServeHandler(t, ln, tsEchoHandler, WithInlineHandler())
 			for round := range rounds {
 				c := tsDialRing(t, e, "tcp", ln.Addr().String())

@@ -57,6 +57,11 @@ type LoopStats struct {
 	CancelRetries uint64
 	// Accepts counts connections accepted by the loop (multishot accept).
 	Accepts uint64
+	// DrainsExpired counts closed connections whose queued output did not
+	// reach the peer within the drain timeout (WithDrainTimeout): the rest
+	// was dropped and the socket closed. A peer that stops reading causes
+	// it; so does a drain timeout too short for a slow reader.
+	DrainsExpired uint64
 	// BytesIn and BytesOut count bytes the loop received and sent (bytes
 	// writers send themselves, on epoll, uring-hybrid and uring-reactor,
 	// are not counted).
@@ -110,9 +115,9 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.ThreadMoves, s.EpollWaits,
-		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts,
+		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared)
 }
 
@@ -156,6 +161,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		InputMoves:     p.InputMoves.Load(),
 		CancelRetries:  p.CancelRetries.Load(),
 		Accepts:        p.Accepts.Load(),
+		DrainsExpired:  p.DrainsExpired.Load(),
 		BytesIn:        p.BytesIn.Load(),
 		BytesOut:       p.BytesOut.Load(),
 		BuffersOut:     p.BuffersOut.Load(),

@@ -489,7 +489,12 @@ func TestStressBulkEcho(t *testing.T) {
 				if r.network == "tcp6" {
 					tsNeedIPv6(t)
 				}
-				ln := listen(t, e, r.network)
+				// The server closes once it has queued the last echo: its
+				// drain timeout must not bound how slowly a client,
+				// hashing 16 MiB under the race detector on a loaded
+				// machine, reads the rest (a 5 s default cut an echo
+				// short in CI once; LoopStats.DrainsExpired counts it).
+				ln := listen(t, e, r.network, WithDrainTimeout(2*tsTimeout))
 				tsServeEcho(t, ln, r.style)
 				errs := make(chan error, conns)
 				for i := range conns {

@@ -181,7 +181,7 @@ var ufTinyRings = []struct {
 
 func ufTinyRing(t *testing.T, e Engine, size int, style tsStyle, data [][]byte) {
 	const clients = 8
-	ln := listen(t, e, "tcp", WithBufferRing(4, size), WithLoops(1))
+	ln := listen(t, e, "tcp", WithBufferRing(4, size), WithLoops(1), WithDrainTimeout(2*tsTimeout))
 	before := ufStats(ln) // the engine may linger from the last subtest
 	dry := make(chan struct{})
 	conn, handler := ufGatedEcho(func(*Conn) {
@@ -1022,7 +1022,7 @@ func TestUringPauseByCancel(t *testing.T) {
 	for _, e := range ufProactors {
 		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
-				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithLoops(1))
+				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithLoops(1), WithDrainTimeout(2*tsTimeout))
 				before := ufStats(ln)
 				// The reader starts once input reached the mark and the
 				// paused recv ended (by a cancel, or the ring ran dry), so

@@ -48,6 +48,9 @@ type Stats struct {
 	CancelRetries atomic.Uint64
 	// Accepts counts connections accepted by the loop.
 	Accepts atomic.Uint64
+	// DrainsExpired counts closed connections whose queued output the
+	// drain timeout cut short: the rest was dropped.
+	DrainsExpired atomic.Uint64
 	// BytesIn and BytesOut count payload bytes received and sent by the
 	// loop (bytes writers send themselves are not counted).
 	BytesIn, BytesOut atomic.Uint64

@@ -323,6 +323,7 @@ func (l *loop) expireDrains() {
 	now := time.Now()
 	for fd, t := range l.draining {
 		if !now.Before(t) {
+			l.stats.DrainsExpired.Add(1)
 			l.detach(fd)
 		}
 	}

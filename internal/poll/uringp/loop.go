@@ -649,6 +649,7 @@ func (l *loop) expire() {
 	}
 	for c, t := range l.draining {
 		if !now.Before(t) {
+			l.stats.DrainsExpired.Add(1)
 			l.teardown(c)
 		}
 	}
