@@ -1,6 +1,9 @@
 package buf
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // shared is the owner of memory that several nodes show: a node whose
 // bytes Share or InsertRef made views of, and those views. Each of these
@@ -23,6 +26,12 @@ type shared struct {
 
 // Release drops one reference.
 func (s *shared) Release() { s.drop() }
+
+// Shared implements Sharer: memory of a pooled or oversized node stays as
+// it is until the last reference is dropped, so a view of it may move from
+// buffer to buffer (Splice). A ref node's memory is its own owner's, which
+// may not promise that.
+func (s *shared) Shared() bool { return s.node != nil }
 
 // Retire drops one reference and marks the memory as never to be reused.
 func (s *shared) Retire() {
@@ -66,6 +75,13 @@ func view(n *node, from, to int) (v *node, owned bool) {
 	if n.class == classRef && n.owner == nil {
 		return newRefNode(p, nil), false // caller memory nobody is told about
 	}
+	s := share(n)
+	return newRefNode(p, s), s.inner != nil
+}
+
+// share makes n's memory shared if it is not yet and takes a reference
+// to it for the caller.
+func share(n *node) *shared {
 	s, ok := n.owner.(*shared)
 	if !ok {
 		s = &shared{}
@@ -78,7 +94,41 @@ func view(n *node, from, to int) (v *node, owned bool) {
 		n.owner = s
 	}
 	s.refs.Add(1)
-	return newRefNode(p, s), s.inner != nil
+	return s
+}
+
+// AdoptRefs looks, for each readable node of b of at least min bytes that
+// AppendRef linked with no owner (a Writer's WriteBinary of a slice),
+// for the node of src whose memory it shows: one that src's reader has
+// reached (a node before src's read position, such as Next's copy across
+// nodes, or the read node itself) and whose memory src owns (pooled or
+// oversized). The node of b then holds a reference to that memory, as
+// Share's views do: the memory stays until both buffers freed it, and a
+// later Splice moves the node instead of copying it. A reply written from
+// the request's own bytes so goes out without a copy.
+//
+// AdoptRefs is a consumer method of src (under src's mutex); it may run
+// while src's producer writes into its tail's free area.
+func (b *LinkBuffer) AdoptRefs(src *LinkBuffer, min int) {
+	for n := b.read; n != nil; n = n.next {
+		if n.class != classRef || n.owner != nil || n.r != 0 || n.w < min {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(n.buf)))
+		hi := lo + uintptr(n.w)
+		for m := src.head; m != nil; m = m.next {
+			if m.class != classRef && cap(m.buf) > 0 {
+				base := uintptr(unsafe.Pointer(unsafe.SliceData(m.buf)))
+				if lo >= base && hi <= base+uintptr(cap(m.buf)) {
+					n.owner = share(m)
+					break
+				}
+			}
+			if m == src.read {
+				break
+			}
+		}
+	}
 }
 
 // Share consumes n bytes of b and links them to the end of dst without

@@ -209,3 +209,105 @@ func TestShareTail(t *testing.T) {
 	}
 	dst.Discard()
 }
+
+// scratchReuse takes and fills pooled scratch nodes of every size, so that
+// one wrongly given back while output still shows it is overwritten.
+func scratchReuse() {
+	for range 8 {
+		for _, size := range scratchSizes {
+			n := newScratchNode(size)
+			for i := range n.buf {
+				n.buf[i] = 'z'
+			}
+			freeNode(n)
+		}
+	}
+}
+
+// TestAdoptRefs: a Writer's slice of the input's own memory (Next's copy
+// across nodes, or a pooled input node) gets a reference to it, so Splice
+// moves it without a copy; the memory outlives whichever buffer frees it
+// first, also when the input is abandoned. Slices under the minimum, and
+// memory the input does not own, are left alone and copied.
+func TestAdoptRefs(t *testing.T) {
+	const node = 64 << 10
+	tests := []struct {
+		name      string
+		skip, n   int  // consumed first, then taken with Next
+		min       int  // AdoptRefs' minimum
+		adopted   bool // Splice moves the slice
+		outFirst  bool // the output frees first
+		abandoned bool // the input is abandoned, not released
+	}{
+		{name: "copy across nodes", skip: 1000, n: 100 << 10, min: 8 << 10, adopted: true},
+		{name: "copy across nodes, output first", skip: 1000, n: 100 << 10, min: 8 << 10, adopted: true, outFirst: true},
+		{name: "copy across nodes, abandoned", skip: 1000, n: 100 << 10, min: 8 << 10, adopted: true, abandoned: true},
+		{name: "inside a pooled node", skip: 1000, n: 20 << 10, min: 8 << 10, adopted: true},
+		{name: "inside a pooled node, output first", skip: 1000, n: 20 << 10, min: 8 << 10, adopted: true, outFirst: true},
+		{name: "under the minimum", skip: 1000, n: 4 << 10, min: 8 << 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := New()
+			in.Append(pattern(0, 2*node))
+			in.Skip(tc.skip)
+			p := in.Next(tc.n)
+			want := string(pattern(0, 2*node)[tc.skip : tc.skip+tc.n])
+			w := New()
+			w.AppendRef(p, nil) // as Writer.WriteBinary links it
+			w.AdoptRefs(in, tc.min)
+			out := New()
+			out.Splice(w)
+			moved := out.head != nil && &out.head.buf[0] == &p[0]
+			if moved != tc.adopted {
+				t.Fatalf("Splice moved the slice: %v, want %v", moved, tc.adopted)
+			}
+			freeIn := func() {
+				if tc.abandoned {
+					in.Abandon()
+				} else {
+					in.Release()
+					in.Discard()
+				}
+			}
+			if !tc.outFirst {
+				freeIn()
+				poolReuse()
+				scratchReuse()
+			}
+			if got := string(out.Next(out.Len())); got != want {
+				t.Fatalf("output changed after the input freed its memory (first difference at %d)", firstDiff(got, want))
+			}
+			out.Release()
+			if tc.outFirst {
+				if got := string(p); got != want {
+					t.Fatal("the input's slice changed after the output freed its view")
+				}
+				freeIn()
+			}
+		})
+	}
+	t.Run("memory the input does not own", func(t *testing.T) {
+		in := New()
+		in.Append(pattern(0, node))
+		in.Skip(100)
+		other := pattern(7, 16<<10)
+		w := New()
+		w.AppendRef(other, nil)
+		w.AdoptRefs(in, 1)
+		if w.head.owner != nil {
+			t.Fatal("a slice of other memory was adopted")
+		}
+		w.Discard()
+		in.Discard()
+	})
+}
+
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

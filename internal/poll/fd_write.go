@@ -272,17 +272,32 @@ func (fd *FD) write(src source) (int, error) {
 // hold heap memory, not the loop's receive buffers.
 const maxSharedQueue = 64 << 10
 
+// minAdopt is the smallest slice of the input's own memory that output
+// keeps by a reference instead of copying it (buf.LinkBuffer.AdoptRefs):
+// below it a copy costs less than making the memory shared.
+const minAdopt = 8 << 10
+
 // queue copies up to room bytes of src into the output queue. Called with
 // outMu held. A Writer's buffer that fits whole moves its nodes over
-// instead (buf.LinkBuffer.Splice): a reply costs no copy and no node, and
-// where the loop is a Sharer, slices the Writer linked from the loop's
-// receive buffers move over too, kept by a reference to their buffer.
+// instead (buf.LinkBuffer.Splice): a reply costs no copy and no node.
+// Slices the Writer linked from the input move over too, kept by a
+// reference to their memory: from the loop's receive buffers where the
+// loop is a Sharer, and from the input's own nodes (a copy Next made of a
+// message that spanned buffers, or epoll's input) when they are large.
 func (fd *FD) queue(src source, room int) int {
 	if s, ok := src.(bufSource); ok && s.b.Len() <= room {
 		n := s.b.Len()
 		out := fd.output()
 		if sh, ok := fd.Loop.(Sharer); ok && out.Len() < maxSharedQueue {
 			s.b.ShareRefs(sh.Share)
+		}
+		if n >= minAdopt {
+			// inMu inside outMu: no path takes them the other way.
+			fd.inMu.Lock()
+			if fd.in != nil {
+				s.b.AdoptRefs(fd.in, minAdopt)
+			}
+			fd.inMu.Unlock()
 		}
 		out.Splice(s.b)
 		return n
