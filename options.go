@@ -176,8 +176,10 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithDrainTimeout bounds how long a closed connection keeps sending the
-// output it had queued; after it the socket is closed and the rest dropped.
-// Default: DefaultDrainTimeout (5 s).
+// output it had queued; after it the socket is closed and the rest dropped
+// (LoopStats.DrainsExpired counts those connections): a peer that reads
+// slower than that loses the end of the stream. Default:
+// DefaultDrainTimeout (5 s).
 func WithDrainTimeout(d time.Duration) Option {
 	return func(c *config) { c.setDuration(&c.drain, "WithDrainTimeout", d) }
 }
