@@ -1,9 +1,11 @@
 package poll
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
@@ -43,13 +45,14 @@ type FD struct {
 	Loop Loop
 	// Hooks, if set, are the user's callbacks. Set before Register.
 	Hooks Hooks
-	// Private is the engine's per-FD state, set by Register.
-	Private any
+	// Private is the engine's per-FD record, set by Register (a pointer
+	// the engine converts back: one word, where an interface takes two).
+	Private unsafe.Pointer
 
 	cfg *Config // shared by the connections of one listener, server or dialer
 	// inHigh and inLow are the input marks: the configuration's, unless
 	// LimitInput lowered them.
-	inHigh, inLow int
+	inHigh, inLow int32
 
 	life atomic.Uint64 // references and state; see lifetime.go
 	done event         // fired when the FD is destroyed
@@ -88,7 +91,7 @@ type idleState struct {
 //
 // cfg is shared, not copied: the caller must not change it afterwards.
 func NewFD(sysfd int, cfg *Config) *FD {
-	fd := &FD{Sysfd: sysfd, cfg: cfg, inHigh: cfg.InputHighWater, inLow: cfg.InputLowWater}
+	fd := &FD{Sysfd: sysfd, cfg: cfg, inHigh: clampMark(cfg.InputHighWater), inLow: clampMark(cfg.InputLowWater)}
 	fd.life.Store(lifeSys)
 	return fd
 }
@@ -151,9 +154,9 @@ func (fd *FD) Close() error {
 // mark to half of it), for an engine whose input memory is a shared pool.
 // Call it before Register.
 func (fd *FD) LimitInput(n int) {
-	if n < fd.inHigh {
-		fd.inHigh = n
-		fd.inLow = n / 2
+	if n < int(fd.inHigh) {
+		fd.inHigh = clampMark(n)
+		fd.inLow = clampMark(n / 2)
 	}
 }
 
@@ -222,3 +225,7 @@ func (fd *FD) IdleFor() time.Duration {
 	}
 	return time.Since(clock) - time.Duration(st.lastActive.Load())
 }
+
+// clampMark stores a water mark in an FD's 32 bits: a mark of 2 GiB or
+// more means the same as 2 GiB for one connection's input.
+func clampMark(n int) int32 { return int32(min(n, math.MaxInt32)) }

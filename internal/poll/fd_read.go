@@ -95,7 +95,7 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 // engine whose kernel reads ahead caps its next receive with it.
 func (fd *FD) InputRoom() int {
 	fd.inMu.Lock()
-	n := max(fd.inHigh, fd.inWant) - fd.inHeldBytes()
+	n := max(int(fd.inHigh), fd.inWant) - fd.inHeldBytes()
 	fd.inMu.Unlock()
 	return n
 }
@@ -103,7 +103,7 @@ func (fd *FD) InputRoom() int {
 // checkInputHigh pauses input at the high-water mark, or higher when a
 // blocked reader needs more. Called with inMu held.
 func (fd *FD) checkInputHigh() bool {
-	if fd.inHeldBytes() >= max(fd.inHigh, fd.inWant) {
+	if fd.inHeldBytes() >= max(int(fd.inHigh), fd.inWant) {
 		fd.inPaused = true
 	}
 	return !fd.inPaused
@@ -217,7 +217,7 @@ func (fd *FD) releaseInput() {
 // unlockInput resumes a paused loop once input fell under the low-water
 // mark, hands the wake-up token on while input remains, and unlocks inMu.
 func (fd *FD) unlockInput() {
-	resume := fd.inPaused && fd.inHeldBytes() < fd.inLow
+	resume := fd.inPaused && fd.inHeldBytes() < int(fd.inLow)
 	if resume {
 		fd.inPaused = false
 	}
@@ -325,7 +325,7 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 			fd.unlockInput()
 			return b, nil
 		}
-		if fd.inLen() >= fd.inHigh {
+		if fd.inLen() >= int(fd.inHigh) {
 			fd.unlockInput()
 			return nil, ErrBufferFull
 		}

@@ -46,11 +46,10 @@ type conn struct {
 	outSeq       atomic.Uint32 // POLLOUT CQEs seen
 	sendSeq      uint32        // outSeq when the send in flight was issued; under lockSend
 
-	// sendMu guards the send fields in uring-sqpoll mode, where writers
-	// submit sends too (shared is set). In the other modes only the loop
-	// touches them, and lockSend takes no lock.
-	sendMu   sync.Mutex
-	shared   bool   // uring-sqpoll; set before the conn is posted to the loop
+	// shared is set in uring-sqpoll mode, where writers submit sends too:
+	// mode.mu then guards the send fields. In the other modes only the
+	// loop touches them, and lockSend takes no lock.
+	shared   bool   // set before the conn is posted to the loop
 	attached bool   // under lockSend
 	sendBusy bool   // a send is in flight; under lockSend
 	tearing  bool   // cancelling; no new requests; under lockSend
@@ -58,13 +57,22 @@ type conn struct {
 	// armThread is l.thread when the input request was armed (park.go).
 	// It belongs to the loop goroutine.
 	armThread uint16
-	ring      *sendRing // uring-sqpoll: the ring this conn sends on
 
 	iov    [][]byte    // the send's slices; uring-reactor's loop sends them itself
 	gather *sendGather // made on the first send of more than one slice
 	pin    runtime.Pinner
-	// uring-reactor's sendmsg iovecs, made on its first send
-	sendVecs *poll.Iovecs
+	// mode is the state of the modes other than the default: made by
+	// Register for uring-sqpoll, by the first send for uring-reactor.
+	mode *modeState
+}
+
+// modeState is a conn's state that only uring-sqpoll or uring-reactor
+// need, kept apart so that the default mode's idle connections do not
+// carry it.
+type modeState struct {
+	mu   sync.Mutex   // uring-sqpoll: the send fields' lock (lockSend)
+	ring *sendRing    // uring-sqpoll: the ring this conn sends on
+	vecs *poll.Iovecs // uring-reactor: sendmsg's iovecs
 }
 
 // sendGather is the scratch of a gathered send (SENDMSG): the message
@@ -98,7 +106,7 @@ func (l *loop) attach(c *conn) {
 		l.blockers++
 	}
 	if l.send != nil {
-		c.ring = l.send.pick(c.slot)
+		c.mode.ring = l.send.pick(c.slot)
 	}
 	c.lockSend()
 	c.attached = true
@@ -466,13 +474,13 @@ func (l *loop) isTearing(c *conn) bool {
 // them and there is nothing to lock.
 func (c *conn) lockSend() {
 	if c.shared {
-		c.sendMu.Lock()
+		c.mode.mu.Lock()
 	}
 }
 
 func (c *conn) unlockSend() {
 	if c.shared {
-		c.sendMu.Unlock()
+		c.mode.mu.Unlock()
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -175,7 +176,10 @@ func (e *Engine) Name() string { return e.mode.String() }
 func (e *Engine) Register(fd *poll.FD) error {
 	l := e.pick()
 	c := &conn{fd: fd, l: l, shared: e.mode == ModeSQPoll}
-	fd.Private = c
+	if c.shared {
+		c.mode = new(modeState)
+	}
+	fd.Private = unsafe.Pointer(c)
 	fd.Loop = l
 	fd.DirectWrite = e.mode == ModeHybrid || e.mode == ModeReactor
 	if e.mode != ModeReactor {

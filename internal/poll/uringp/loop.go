@@ -331,7 +331,7 @@ func (l *loop) later(t task) {
 
 // Flush implements poll.Loop.
 func (l *loop) Flush(fd *poll.FD) {
-	c := fd.Private.(*conn)
+	c := (*conn)(fd.Private)
 	if l.send != nil && l.send.flush(c) {
 		return
 	}
@@ -339,10 +339,10 @@ func (l *loop) Flush(fd *poll.FD) {
 }
 
 // Resume implements poll.Loop.
-func (l *loop) Resume(fd *poll.FD) { l.post(task{kind: taskResume, c: fd.Private.(*conn)}) }
+func (l *loop) Resume(fd *poll.FD) { l.post(task{kind: taskResume, c: (*conn)(fd.Private)}) }
 
 // Close implements poll.Loop.
-func (l *loop) Close(fd *poll.FD) { l.post(task{kind: taskClose, c: fd.Private.(*conn)}) }
+func (l *loop) Close(fd *poll.FD) { l.post(task{kind: taskClose, c: (*conn)(fd.Private)}) }
 
 // Stats implements poll.Loop.
 func (l *loop) Stats() *poll.Stats { return &l.stats }

@@ -119,10 +119,10 @@ func (l *loop) reactorFlush(c *conn) {
 	if l.isTearing(c) || l.spliceOf(c) != nil {
 		return
 	}
-	if c.sendVecs == nil {
-		c.sendVecs = new(poll.Iovecs)
+	if c.mode == nil {
+		c.mode = &modeState{vecs: new(poll.Iovecs)}
 	}
-	if full := poll.SendQueued(c.fd, &c.iov, c.sendVecs, &l.stats); full {
+	if full := poll.SendQueued(c.fd, &c.iov, c.mode.vecs, &l.stats); full {
 		l.armPollOut(c)
 		return
 	}

@@ -7,10 +7,10 @@ import (
 	"unsafe"
 )
 
-// TestConnSize keeps the loop's per-connection record in the 128-byte
+// TestConnSize keeps the loop's per-connection record in the 112-byte
 // size class: every idle connection carries one.
 func TestConnSize(t *testing.T) {
-	if n := unsafe.Sizeof(conn{}); n > 128 {
-		t.Errorf("uringp.conn is %d bytes, want at most 128 (idle memory per connection; see docs/RELIABILITY.md)", n)
+	if n := unsafe.Sizeof(conn{}); n > 112 {
+		t.Errorf("uringp.conn is %d bytes, want at most 112 (idle memory per connection; see docs/RELIABILITY.md)", n)
 	}
 }

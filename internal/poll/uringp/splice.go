@@ -135,7 +135,7 @@ type SpliceOp struct {
 // and must not be the loop's goroutine (an inline handler): the loop
 // would wait for itself.
 func SendFile(fd *poll.FD, op *SpliceOp, stop, deadline <-chan struct{}) {
-	c := fd.Private.(*conn)
+	c := (*conn)(fd.Private)
 	op.done = make(chan struct{}, 1)
 	op.c = c
 	c.l.post(task{kind: taskSplice, s: op})

@@ -81,8 +81,8 @@ func (s *sendRings) pick(slot uint32) *sendRing { return s.rings[int(slot)%len(s
 // flush is Loop.Flush from a writer goroutine: it submits the send itself.
 // It reports false if c has no slot yet; the loop then sends on attach.
 func (s *sendRings) flush(c *conn) bool {
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
+	c.mode.mu.Lock()
+	defer c.mode.mu.Unlock()
 	if !c.attached {
 		return false
 	}
@@ -96,9 +96,9 @@ func (s *sendRings) flush(c *conn) bool {
 	return true
 }
 
-// submit puts a send of c.iov on c's send ring; c.sendMu is held.
+// submit puts a send of c.iov on c's send ring; c.mode.mu is held.
 func (s *sendRings) submit(c *conn) {
-	sr := c.ring
+	sr := c.mode.ring
 	sr.mu.Lock()
 	s.l.prepSend(s.getSQE(sr), c)
 	s.inflight.Add(1)
@@ -108,7 +108,7 @@ func (s *sendRings) submit(c *conn) {
 
 // cancel cancels c's send on its ring (cancellation works within a ring).
 func (s *sendRings) cancel(c *conn) {
-	sr := c.ring
+	sr := c.mode.ring
 	sr.mu.Lock()
 	sqe := s.getSQE(sr)
 	sqe.PrepCancel64(userData(kindSend, c.gen, c.slot), 0)
