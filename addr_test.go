@@ -72,6 +72,20 @@ func TestRemoteAddrs(t *testing.T) {
 					dialNet = "tcp"
 					target = net.JoinHostPort(tc.dial, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
 				}
+				if tc.bind == "[::]:0" {
+					// Dual stack only where the system maps IPv4 onto
+					// IPv6 sockets (net.ipv6.bindv6only=0, the default).
+					probe, err := net.DialTimeout(dialNet, target, tsTimeout)
+					if err != nil {
+						t.Skipf("no dual-stack listener here: %v", err)
+					}
+					probe.Close()
+					pc, err := ln.AcceptConn()
+					if err != nil {
+						t.Fatal(err)
+					}
+					pc.Close()
+				}
 				peer := tsDialStd(t, dialNet, target)
 				c, err := ln.AcceptConn()
 				if err != nil {

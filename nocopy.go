@@ -291,12 +291,7 @@ func (w *Writer) Append(lb *LinkBuffer) error {
 }
 
 // MallocLen returns the number of bytes written since the last Flush.
-func (w *Writer) MallocLen() int {
-	if w.buf == nil {
-		return 0
-	}
-	return w.buf.Len()
-}
+func (w *Writer) MallocLen() int { return w.buf.Len() }
 
 // Flush sends what was written since the last Flush. It returns once every
 // byte is in the kernel or copied into the connection's output queue,
@@ -306,17 +301,14 @@ func (w *Writer) Flush() error {
 	if w.buf == nil {
 		return nil
 	}
-	if w.buf.Len() == 0 {
-		if buf.Put(w.buf) {
-			w.buf = nil
-		}
-		return nil
+	var err error
+	if w.buf.Len() > 0 {
+		err = w.c.opError("write", w.c.fd.WriteBuffer(w.buf))
 	}
-	err := w.c.fd.WriteBuffer(w.buf)
 	if buf.Put(w.buf) {
 		w.buf = nil
 	}
-	return w.c.opError("write", err)
+	return err
 }
 
 // The writing methods of Writer and LinkBuffer share these, on the buffer

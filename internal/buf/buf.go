@@ -102,13 +102,24 @@ func Put(b *LinkBuffer) bool {
 	return true
 }
 
-// Len returns the number of readable bytes.
-func (b *LinkBuffer) Len() int { return b.length }
+// Len returns the number of readable bytes. A nil buffer has none: an FD
+// holds no queue while it is empty (Put).
+func (b *LinkBuffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.length
+}
 
 // Held returns the number of bytes in nodes not yet freed: the readable
 // bytes plus those consumed but not yet released. It counts committed
-// lengths, not node capacities.
-func (b *LinkBuffer) Held() int { return b.held }
+// lengths, not node capacities. A nil buffer holds none, as for Len.
+func (b *LinkBuffer) Held() int {
+	if b == nil {
+		return 0
+	}
+	return b.held
+}
 
 // panicRange reports a size argument out of range. It is kept out of line so
 // that the fmt call does not make the hot paths allocate.

@@ -308,6 +308,10 @@ func TestWriteSpaceTwice(t *testing.T) {
 // no space handed out, and a buffer Get returns is empty and usable, even
 // one that had a ref node's spare struct and a grow hint.
 func TestGetPut(t *testing.T) {
+	var none *LinkBuffer // an FD's queue while it holds none
+	if none.Len() != 0 || none.Held() != 0 {
+		t.Fatalf("a nil buffer has Len %d, Held %d; want 0", none.Len(), none.Held())
+	}
 	b := Get()
 	b.Append([]byte("reply"))
 	if Put(b) {

@@ -35,22 +35,6 @@ func (fd *FD) input() *buf.LinkBuffer {
 // maxInHint bounds the grow hint fd keeps (buf caps its own lower).
 const maxInHint = 1 << 30
 
-// inLen and inHeldBytes are fd.in's Len and Held, 0 without a buffer.
-// Called with inMu held.
-func (fd *FD) inLen() int {
-	if fd.in == nil {
-		return 0
-	}
-	return fd.in.Len()
-}
-
-func (fd *FD) inHeldBytes() int {
-	if fd.in == nil {
-		return 0
-	}
-	return fd.in.Held()
-}
-
 // InputCommit records n bytes read into the last InputSpace. It reports
 // whether the FD wants more input; when it does not, the loop stops reading
 // until Resume.
@@ -95,7 +79,7 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 // engine whose kernel reads ahead caps its next receive with it.
 func (fd *FD) InputRoom() int {
 	fd.inMu.Lock()
-	n := max(int(fd.inHigh), fd.inWant) - fd.inHeldBytes()
+	n := max(int(fd.inHigh), fd.inWant) - fd.in.Held()
 	fd.inMu.Unlock()
 	return n
 }
@@ -103,7 +87,7 @@ func (fd *FD) InputRoom() int {
 // checkInputHigh pauses input at the high-water mark, or higher when a
 // blocked reader needs more. Called with inMu held.
 func (fd *FD) checkInputHigh() bool {
-	if fd.inHeldBytes() >= max(int(fd.inHigh), fd.inWant) {
+	if fd.in.Held() >= max(int(fd.inHigh), fd.inWant) {
 		fd.inPaused = true
 	}
 	return !fd.inPaused
@@ -164,7 +148,7 @@ func (fd *FD) lockInput(n int) error {
 			}
 			continue
 		}
-		if fd.inLen() >= n {
+		if fd.in.Len() >= n {
 			fd.inWant = 0
 			return nil
 		}
@@ -173,8 +157,8 @@ func (fd *FD) lockInput(n int) error {
 			fd.readable.signal() // pass the news to the next blocked reader
 			return err
 		}
-		fd.inWant = fd.inHeldBytes() - fd.inLen() + n
-		resume := fd.inPaused && fd.inWant > fd.inHeldBytes()
+		fd.inWant = fd.in.Held() - fd.in.Len() + n
+		resume := fd.inPaused && fd.inWant > fd.in.Held()
 		if resume {
 			fd.inPaused = false
 		}
@@ -217,11 +201,11 @@ func (fd *FD) releaseInput() {
 // unlockInput resumes a paused loop once input fell under the low-water
 // mark, hands the wake-up token on while input remains, and unlocks inMu.
 func (fd *FD) unlockInput() {
-	resume := fd.inPaused && fd.inHeldBytes() < int(fd.inLow)
+	resume := fd.inPaused && fd.in.Held() < int(fd.inLow)
 	if resume {
 		fd.inPaused = false
 	}
-	more := fd.inLen() > 0 || fd.inErr != nil
+	more := fd.in.Len() > 0 || fd.inErr != nil
 	fd.inMu.Unlock()
 	if more {
 		fd.readable.signal()
@@ -325,11 +309,11 @@ func (fd *FD) Until(delim byte) ([]byte, error) {
 			fd.unlockInput()
 			return b, nil
 		}
-		if fd.inLen() >= int(fd.inHigh) {
+		if fd.in.Len() >= int(fd.inHigh) {
 			fd.unlockInput()
 			return nil, ErrBufferFull
 		}
-		need = fd.inLen() + 1
+		need = fd.in.Len() + 1
 		fd.unlockInput()
 	}
 }
@@ -348,7 +332,7 @@ func (fd *FD) Release() {
 // Len returns the number of input bytes readable without blocking.
 func (fd *FD) Len() int {
 	fd.inMu.Lock()
-	n := fd.inLen()
+	n := fd.in.Len()
 	fd.inMu.Unlock()
 	return n
 }
@@ -375,7 +359,7 @@ func (fd *FD) ReleaseState() (n int, consumed uint64, ended bool) {
 }
 
 func (fd *FD) inputStateLocked() (n int, consumed uint64, ended bool) {
-	n = fd.inLen()
+	n = fd.in.Len()
 	return n, fd.inTotal - uint64(n), fd.inErr != nil
 }
 
@@ -384,7 +368,7 @@ func (fd *FD) inputStateLocked() (n int, consumed uint64, ended bool) {
 func (fd *FD) InputHeld() int {
 	fd.inMu.Lock()
 	defer fd.inMu.Unlock()
-	return fd.inHeldBytes()
+	return fd.in.Held()
 }
 
 // InputEnded reports whether input has ended (peer FIN or a read error).

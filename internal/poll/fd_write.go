@@ -32,14 +32,6 @@ func (fd *FD) output() *buf.LinkBuffer {
 	return fd.out
 }
 
-// outLen is the queued output, 0 without a buffer. Called with outMu held.
-func (fd *FD) outLen() int {
-	if fd.out == nil {
-		return 0
-	}
-	return fd.out.Len()
-}
-
 // OutputSent consumes n sent bytes. It reports whether the queue is now
 // empty, in which case the loop no longer owns output.
 func (fd *FD) OutputSent(n int) (empty bool) {
@@ -98,7 +90,7 @@ func (fd *FD) OutputFull() bool { return fd.outFull.Load() }
 // noteOut refreshes outFull after the output queue changed. Called with
 // outMu held; it stores only when the answer changes.
 func (fd *FD) noteOut() {
-	if full := fd.outLen() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
+	if full := fd.out.Len() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
 		fd.outFull.Store(full)
 	}
 }
@@ -106,7 +98,7 @@ func (fd *FD) noteOut() {
 // OutputPending reports whether output is queued for the loop to send.
 func (fd *FD) OutputPending() bool {
 	fd.outMu.Lock()
-	pending := fd.outLen() > 0
+	pending := fd.out.Len() > 0
 	fd.outMu.Unlock()
 	return pending
 }
@@ -124,6 +116,10 @@ type source interface {
 }
 
 type sliceSource struct{ p []byte }
+
+func (s *sliceSource) len() int                     { return len(s.p) }
+func (s *sliceSource) slices(dst [][]byte) [][]byte { return append(dst, s.p) }
+func (s *sliceSource) advance(n int)                { s.p = s.p[n:] }
 
 // writeScratch is a writer's reusable scratch, under wmu. An FD makes it on
 // the first Write, or the first queued copy or direct send of a Writer's
@@ -160,10 +156,6 @@ func (fd *FD) scratch() *writeScratch {
 	}
 	return fd.ws
 }
-
-func (s *sliceSource) len() int                     { return len(s.p) }
-func (s *sliceSource) slices(dst [][]byte) [][]byte { return append(dst, s.p) }
-func (s *sliceSource) advance(n int)                { s.p = s.p[n:] }
 
 type bufSource struct{ b *buf.LinkBuffer }
 
@@ -233,7 +225,7 @@ func (fd *FD) write(src source) (int, error) {
 			}
 			continue
 		}
-		room := fd.cfg.OutputHighWater - fd.outLen()
+		room := fd.cfg.OutputHighWater - fd.out.Len()
 		if fd.NoBlock {
 			room = src.len() // the user holds back instead (OutputDrained)
 		}
@@ -303,13 +295,14 @@ func (fd *FD) queue(src source, room int) int {
 		return n
 	}
 	n := 0
+	out := fd.output()
 	ws := fd.scratch()
 	ws.iov = src.slices(ws.iov[:0])
 	for _, p := range ws.iov {
 		if n+len(p) > room {
 			p = p[:room-n]
 		}
-		fd.output().Append(p)
+		out.Append(p)
 		n += len(p)
 		if n == room {
 			break
@@ -420,7 +413,7 @@ func (fd *FD) CloseRead() error {
 func (fd *FD) Quiet() bool {
 	fd.outMu.Lock()
 	defer fd.outMu.Unlock()
-	return !fd.loopOwns && fd.outLen() == 0
+	return !fd.loopOwns && fd.out.Len() == 0
 }
 
 // OutputQueued returns the number of output bytes queued for the loop.
@@ -428,5 +421,5 @@ func (fd *FD) Quiet() bool {
 func (fd *FD) OutputQueued() int {
 	fd.outMu.Lock()
 	defer fd.outMu.Unlock()
-	return fd.outLen()
+	return fd.out.Len()
 }
