@@ -8,11 +8,13 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ringpoll/ringpoll/internal/benchfmt"
 )
@@ -388,20 +390,24 @@ func TestMakeFile(t *testing.T) {
 	}
 }
 
-// TestBusySince: busy seconds are the busy share of the ticks times the
-// CPUs times the wall time; an unknown sample or no ticks gives -1.
+// TestBusySince: busy seconds are the wall time between two samples less
+// the idle time that passed, per CPU set; an unknown sample or no time
+// between gives -1.
 func TestBusySince(t *testing.T) {
-	a := busySample{server: cpuTicks{busy: 100, total: 1000}, all: cpuTicks{busy: 300, total: 2000}, ncpuS: 1, ncpu: 2, ok: true}
-	b := busySample{server: cpuTicks{busy: 150, total: 1100}, all: cpuTicks{busy: 450, total: 2200}, ncpuS: 1, ncpu: 2, ok: true}
-	s, all := a.since(b, 2)
-	if s != 1 || all != 3 { // 50/100 of one CPU over 2 s; 150/200 of two
+	at := time.Unix(1000, 0)
+	a := busySample{server: cpuTicks{idle: 1000, at: at, n: 1}, all: cpuTicks{idle: 2000, at: at, n: 2}, ok: true}
+	later := at.Add(2 * time.Second)
+	// 100 of 200 idle ticks on the server's CPU, 100 of 400 over both.
+	b := busySample{server: cpuTicks{idle: 1100, at: later, n: 1}, all: cpuTicks{idle: 2100, at: later, n: 2}, ok: true}
+	s, all := a.since(b)
+	if math.Abs(s-1) > 1e-9 || math.Abs(all-3) > 1e-9 {
 		t.Errorf("since: server %v, all %v; want 1 and 3", s, all)
 	}
-	if s, all := (busySample{}).since(b, 2); s != -1 || all != -1 {
+	if s, all := (busySample{}).since(b); s != -1 || all != -1 {
 		t.Errorf("since from an unknown sample: %v, %v; want -1, -1", s, all)
 	}
-	if s, _ := a.since(a, 2); s != -1 {
-		t.Errorf("since with no ticks between: %v, want -1", s)
+	if s, _ := a.since(a); s != -1 {
+		t.Errorf("since with no time between: %v, want -1", s)
 	}
 	if got := perBusy(100, -1); got != -1 {
 		t.Errorf("perBusy(100, -1) = %v, want -1", got)

@@ -31,8 +31,9 @@ func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 	fmt.Fprintf(w, "- server CPU: `/proc/PID/task/*/schedstat` summed over the server's threads, from just before the measured client starts "+
 		"to just after it exits (its connects included); per request it is that over the requests the client completed\n")
 	fmt.Fprintf(w, "- file download: also bytes per busy second of the server's CPUs and of the server's and clients' CPUs together "+
-		"(`/proc/stat` ticks over the same window, softirqs included): on loopback the kernel's TCP work runs on either side and is charged "+
-		"to whatever thread ran there, so the server threads' CPU moves with that split and the busy ticks of all CPUs do not\n")
+		"(`/proc/stat` over the same window: the wall time less the CPUs' idle time, which the kernel measures exactly, softirqs counted as busy): "+
+		"on loopback the kernel's TCP work runs on either side and is charged "+
+		"to whatever thread ran there, so the server threads' CPU moves with that split and the busy time of all CPUs does not\n")
 	fmt.Fprintf(w, "- every server's answer is checked once before each measured run (`frameserve -check`); a run whose check failed, "+
 		"whose client failed, or whose client counted errors (socket errors or non-2xx answers) is flagged\n")
 	for _, n := range m.Notes {

@@ -337,7 +337,7 @@ func (r *fwRunner) measure(ctx context.Context, rep int, sc fwScenario, cell ben
 	cpuNS, ctxsw, _ := after.since(before)
 	cpuS := float64(cpuNS) / 1e9
 	run.Result = fwResult(res, cpuS, wall, float64(ctxsw))
-	serverBusy, allBusy := busyBefore.since(busyAfter, wall)
+	serverBusy, allBusy := busyBefore.since(busyAfter)
 	run.Result["server_cpus_busy_s"] = serverBusy
 	run.Result["all_cpus_busy_s"] = allBusy
 	run.Result["bytes_per_server_cpus_busy_s"] = perBusy(res.Bytes, serverBusy)
@@ -345,18 +345,17 @@ func (r *fwRunner) measure(ctx context.Context, rep int, sc fwScenario, cell ben
 	return run
 }
 
-// busySample is /proc/stat's ticks of the server's CPUs and of the
+// busySample is /proc/stat's times of the server's CPUs and of the
 // server's and client's CPUs together. On loopback the kernel's TCP work
 // for a connection runs in softirqs on whichever CPU raised them, charged
 // to whatever thread ran there: the server's threads' CPU (schedstat)
-// moves with that split, these counts of every busy tick do not.
+// moves with that split, the CPUs' busy time does not.
 type busySample struct {
 	server, all cpuTicks
-	ncpuS, ncpu int
 	ok          bool
 }
 
-// sampleBusy reads the busy ticks, if both CPU sets are known.
+// sampleBusy reads the CPUs' times, if both CPU sets are known.
 func (r *fwRunner) sampleBusy() busySample {
 	if len(r.fc.serverCPUs) == 0 || len(r.fc.loadCPUs) == 0 {
 		return busySample{}
@@ -366,22 +365,24 @@ func (r *fwRunner) sampleBusy() busySample {
 	all = slices.Compact(all)
 	s, err1 := readCPUTicks(r.fc.serverCPUs)
 	a, err2 := readCPUTicks(all)
-	return busySample{server: s, all: a, ncpuS: len(r.fc.serverCPUs), ncpu: len(all), ok: err1 == nil && err2 == nil}
+	return busySample{server: s, all: a, ok: err1 == nil && err2 == nil}
 }
 
-// since returns the busy seconds of the server's CPUs and of all, from b
-// to a later sample over wall seconds, or -1 where unknown.
-func (b busySample) since(later busySample, wall float64) (server, all float64) {
-	busy := func(x, y cpuTicks, n int) float64 {
-		if y.total <= x.total {
+// since returns the busy CPU-seconds of the server's CPUs and of all,
+// from b to a later sample (cpuTicks.busySince: the wall time between
+// them less the idle time), or -1 where unknown.
+func (b busySample) since(later busySample) (server, all float64) {
+	busy := func(x, y cpuTicks) float64 {
+		wall := y.at.Sub(x.at).Seconds()
+		if wall <= 0 {
 			return -1
 		}
-		return float64(y.busy-x.busy) / float64(y.total-x.total) * float64(n) * wall
+		return y.busySince(x) * wall
 	}
 	if !b.ok || !later.ok {
 		return -1, -1
 	}
-	return busy(b.server, later.server, b.ncpuS), busy(b.all, later.all, b.ncpu)
+	return busy(b.server, later.server), busy(b.all, later.all)
 }
 
 // perBusy returns bytes per busy second, or -1 where either is unknown.

@@ -4,8 +4,10 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseUDP(t *testing.T) {
@@ -54,5 +56,27 @@ func TestUDPChart(t *testing.T) {
 	out := b.String()
 	if strings.Count(out, "<rect") != 2 || !strings.Contains(out, ">2.1M<") || !strings.Contains(out, ">1M<") || strings.Contains(out, "xnet") {
 		t.Errorf("chart:\n%s", out)
+	}
+}
+
+// TestCPUTicksBusySince: the busy CPUs come from the wall time and the idle time
+// between two readings, not from the tick-sampled busy fields.
+func TestCPUTicksBusySince(t *testing.T) {
+	at := time.Unix(1000, 0)
+	p := cpuTicks{busy: 500, total: 1000, idle: 500, at: at, n: 2}
+	for _, c := range []struct {
+		name string
+		c    cpuTicks
+		want float64
+	}{
+		{"a fifth busy", cpuTicks{busy: 9999, idle: 500 + 1600, at: at.Add(10 * time.Second), n: 2}, 0.4},
+		{"all idle", cpuTicks{idle: 500 + 2000, at: at.Add(10 * time.Second), n: 2}, 0},
+		{"idle over wall", cpuTicks{idle: 500 + 2100, at: at.Add(10 * time.Second), n: 2}, 0},
+		{"never idle", cpuTicks{idle: 500, at: at.Add(10 * time.Second), n: 2}, 2},
+		{"no time passed", cpuTicks{idle: 500, at: at, n: 2}, 0},
+	} {
+		if got := c.c.busySince(p); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: busySince = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
