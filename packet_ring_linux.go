@@ -19,18 +19,27 @@ func (e Engine) ringsPackets() bool {
 
 // openRing sets up the PacketRing of c's reader, with buffers slots of
 // size bytes, and registers it to be stopped with the server. The reader
-// stays locked to its thread: the ring belongs to it. A kernel that
-// refuses the ring leaves the reader on ReadBatch (ring nil, logged);
-// open is false if the server closed meanwhile.
+// parks in Go's poller between datagrams (uringp.NewParkedPacketRing); a
+// reader pinned to a CPU (WithLoopCPUs) instead stays locked to its
+// thread and sleeps in io_uring_enter, as the ring belongs to that
+// thread. A kernel that refuses the ring leaves the reader on ReadBatch
+// (ring nil, logged); open is false if the server closed meanwhile.
 func (s *PacketServer) openRing(c *PacketConn, buffers, size int) (ring *uringp.PacketRing, open bool) {
-	runtime.LockOSThread()
+	parked := len(s.cfg.loopCPUs()) == 0
+	if !parked {
+		runtime.LockOSThread()
+	}
 	count := 1
 	for count < buffers {
 		count *= 2
 	}
 	var err error
 	cerr := c.raw.Control(func(fd uintptr) {
-		ring, err = uringp.NewPacketRing(int(fd), count, size, c.gro)
+		if parked {
+			ring, err = uringp.NewParkedPacketRing(int(fd), count, size, c.gro)
+		} else {
+			ring, err = uringp.NewPacketRing(int(fd), count, size, c.gro)
+		}
 	})
 	if cerr != nil {
 		return nil, false // closed
@@ -85,8 +94,9 @@ func (c *PacketConn) readRing(ring *uringp.PacketRing, sb *serveBatch) ([]Packet
 
 // ringSends sends an inline handler's replies through the reader's
 // PacketRing: Flush queues one SENDMSG per message (a GSO run is one),
-// and the reader's next io_uring_enter, which also waits for datagrams,
-// submits them, so a reply costs no system call of its own. The flight's
+// and the reader submits them with one io_uring_enter before it next
+// waits (with the wait itself where the reader is pinned), however many
+// replies the batch had. The flight's
 // packets and headers stay untouched until the next Flush has seen every
 // completion (settle); the writer fills a second set meanwhile.
 type ringSends struct {

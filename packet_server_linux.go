@@ -86,8 +86,8 @@ func (w *PacketWriter) WriteTo(b []byte, addr netip.AddrPort) error {
 }
 
 // Flush sends the queued datagrams now. (An inline handler's on the
-// uring engines leave with the reader's next io_uring_enter; an error
-// then comes from the Flush after.)
+// uring engines leave with the reader's next submission to its ring; an
+// error then comes from the Flush after.)
 func (w *PacketWriter) Flush() error {
 	if w.rs != nil {
 		return w.rs.flush(w)
@@ -110,13 +110,13 @@ func (w *PacketWriter) Flush() error {
 // How a reader reads depends on the engine. On uring (the default where
 // io_uring works), uring-hybrid and uring-sqpoll, it keeps one multishot
 // RECVMSG armed on a ring of its own, the kernel filling a provided
-// buffer per datagram, and one io_uring_enter both sleeps and collects
-// what arrived; the handler's Packets view those buffers, which go back
-// to the kernel when it returns. Its thread stays locked to it (the ring
-// belongs to that thread). On epoll and uring-reactor it reads with
-// recvmmsg(2) through ReadBatch, sleeping in Go's poller. An inline
+// buffer per datagram, and sleeps in Go's poller until completions are
+// ready (on a thread of its own, in io_uring_enter, if WithLoopCPUs pins
+// it); the handler's Packets view those buffers, which go back to the
+// kernel when it returns. On epoll and uring-reactor it reads with
+// recvmmsg(2) through ReadBatch, sleeping in Go's poller too. An inline
 // handler's replies on the ring engines leave through the ring, submitted
-// with the reader's next wait; otherwise with sendmmsg(2).
+// before the reader's next wait; otherwise with sendmmsg(2).
 // docs/BENCHMARKS.md ("UDP") measures both readers.
 type PacketServer struct {
 	h      PacketHandler

@@ -60,10 +60,28 @@ type PacketRing struct {
 	out      atomic.Int64 // buffers handed out and not given back
 	freed    atomic.Bool  // the arena went back to the pool
 
+	// A parked ring's reader sleeps in Go's poller (park.go); these
+	// follow the thread it runs on, as a parked loop does.
+	park      *packetParker
+	armTid    int // the thread that armed the RECVMSG
+	seenTid   int // the thread the reader was last seen on
+	seen      int // looks in a row that saw seenTid
+	waits     int
+	canceling bool // a cancel of the RECVMSG is in flight
+
 	// Rearms counts RECVMSGs armed again after one ended (ENOBUFS, or a
 	// final CQE the kernel sent on its own); NoBuffers counts the ends
-	// for want of buffers.
-	Rearms, NoBuffers atomic.Uint64
+	// for want of buffers; Moves counts RECVMSGs cancelled and armed
+	// again because a parked reader moved to another thread.
+	Rearms, NoBuffers, Moves atomic.Uint64
+}
+
+// packetParker is what a parked PacketRing's reader waits on: a
+// non-blocking duplicate of the ring's descriptor in Go's poller.
+type packetParker struct {
+	file  *os.File
+	rc    syscall.RawConn
+	ready func(uintptr) bool
 }
 
 // Datagram is one datagram a PacketRing received: Data views the ring's
@@ -108,6 +126,23 @@ var ErrStopped = net.ErrClosed
 // of two) of payload bytes each, with room for a UDP_GRO control message
 // if gro. The calling goroutine must be locked to its thread.
 func NewPacketRing(fd, count, payload int, gro bool) (*PacketRing, error) {
+	return newPacketRing(fd, count, payload, gro, false)
+}
+
+// NewParkedPacketRing is NewPacketRing for a reader that need not be
+// locked to a thread: Recv sleeps in Go's network poller on the ring's
+// descriptor, as a parked loop does (park.go), instead of in
+// io_uring_enter. A reader asleep in a system call holds a thread whose P
+// the runtime's sysmon takes away and hands on, with a thread switch or
+// two each time; a reader parked in the poller is an ordinary goroutine.
+// The ring then has no SINGLE_ISSUER and no DEFER_TASKRUN, and when the
+// reader settles on another thread, it re-arms its RECVMSG from there, so
+// that arrivals do not wake the thread that armed it.
+func NewParkedPacketRing(fd, count, payload int, gro bool) (*PacketRing, error) {
+	return newPacketRing(fd, count, payload, gro, true)
+}
+
+func newPacketRing(fd, count, payload int, gro, parked bool) (*PacketRing, error) {
 	if count <= 0 || count > 1<<15 || count&(count-1) != 0 {
 		return nil, errors.New("uring: packet ring: the buffer count must be a power of two up to 32768")
 	}
@@ -116,8 +151,19 @@ func NewPacketRing(fd, count, payload int, gro bool) (*PacketRing, error) {
 		p.ctl = mmsg.ControlSpace
 	}
 	var err error
-	if p.ring, err = newLoopRing(64, uint32(max(256, 2*count))); err != nil {
+	if parked {
+		p.ring, err = newRing(64, uring.Params{CQEntries: uint32(max(256, 2*count))}, parkedFlags)
+	} else {
+		p.ring, err = newLoopRing(64, uint32(max(256, 2*count)))
+	}
+	if err != nil {
 		return nil, err
+	}
+	if parked {
+		if err := p.newParker(); err != nil {
+			p.teardown()
+			return nil, err
+		}
 	}
 	if p.fd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 		p.fd = -1
@@ -162,6 +208,9 @@ func (p *PacketRing) armWake() {
 }
 
 func (p *PacketRing) arm() {
+	if p.park != nil {
+		p.armTid, p.seen, p.canceling = unix.Gettid(), 0, false
+	}
 	sqe := p.getSQE()
 	// MSG_TRUNC: the header then gives a cut datagram's full length.
 	sqe.PrepRecvmsgMultishot(p.fd, p.msg, unix.MSG_TRUNC, 0)
@@ -225,9 +274,85 @@ func (p *PacketRing) Recv(dst []Datagram) (int, error) {
 				}
 			}
 		}
-		p.enter(1)
+		p.wait()
 		p.waiting.Store(false)
 	}
+}
+
+// newParker registers a non-blocking duplicate of the ring's descriptor
+// with Go's poller.
+func (p *PacketRing) newParker() error {
+	fd, err := unix.FcntlInt(uintptr(p.ring.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("fcntl(O_NONBLOCK)", err)
+	}
+	k := &packetParker{file: os.NewFile(uintptr(fd), "io_uring")}
+	if k.rc, err = k.file.SyscallConn(); err != nil {
+		k.file.Close()
+		return err
+	}
+	k.ready = p.readyToRun
+	p.park = k
+	return nil
+}
+
+// wait submits what is queued and sleeps until a completion is ready: in
+// io_uring_enter, or for a parked ring in Go's poller.
+func (p *PacketRing) wait() {
+	if p.park == nil {
+		p.enter(1)
+		return
+	}
+	p.followThread()
+	if p.ring.SQReady() > 0 {
+		p.enter(0)
+	}
+	if err := p.park.rc.Read(p.park.ready); err != nil {
+		panic("ringpoll: waiting for io_uring completions: " + err.Error())
+	}
+}
+
+// readyToRun reports whether a parked reader has completions to reap;
+// the poller parks it until the ring's descriptor polls readable. Task
+// work queued for this thread runs first: with COOP_TASKRUN it waits for
+// the thread to enter the kernel.
+func (p *PacketRing) readyToRun(uintptr) bool {
+	if p.ring.SQFlags()&uring.SQTaskrun != 0 {
+		p.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+	}
+	return p.ring.CQReady() > 0
+}
+
+// followThread looks, every threadEvery waits, at the thread a parked
+// reader runs on; once it was seen settleSamples times in a row on
+// another than the one that armed the RECVMSG, it cancels the RECVMSG,
+// which Recv then arms again from here.
+func (p *PacketRing) followThread() {
+	if p.waits++; p.waits%threadEvery != 0 || !p.armed || p.canceling {
+		return
+	}
+	tid := unix.Gettid()
+	switch {
+	case tid == p.armTid:
+		p.seen = 0
+		return
+	case tid == p.seenTid:
+		p.seen++
+	default:
+		p.seenTid, p.seen = tid, 1
+	}
+	if p.seen < settleSamples {
+		return
+	}
+	sqe := p.getSQE()
+	sqe.PrepCancel64(udRecv, 0)
+	sqe.UserData = udCancel
+	p.canceling = true
+	p.Moves.Add(1)
 }
 
 // take turns reaped completions into datagrams, up to len(dst).
@@ -266,6 +391,8 @@ func (p *PacketRing) take(dst []Datagram) (n int, err error) {
 		}
 		p.armed = false
 		switch {
+		case p.canceling && cqe.Res == -int32(unix.ECANCELED):
+			// Moved: armed again from the reader's thread.
 		case cqe.Res == -int32(unix.ENOBUFS):
 			p.dry = true
 			p.NoBuffers.Add(1)
@@ -447,6 +574,9 @@ func (p *PacketRing) drop(cqes []uring.CQE) {
 // pool only once every buffer handed out was given back: a reader may
 // still look at its datagrams.
 func (p *PacketRing) teardown() {
+	if p.park != nil {
+		p.park.file.Close()
+	}
 	if p.bufs != nil {
 		p.bufs.Close()
 	}

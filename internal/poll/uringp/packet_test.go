@@ -336,3 +336,93 @@ func TestPacketRingNoAllocs(t *testing.T) {
 		return nil
 	})
 }
+
+// TestParkedPacketRingFollowsThread: a parked ring's reader receives
+// from any goroutine, and once its reader has settled on another thread
+// than the one that armed the RECVMSG, the RECVMSG is cancelled and armed
+// again from there, with no datagram lost on the way.
+func TestParkedPacketRingFollowsThread(t *testing.T) {
+	recv, send, to := udpPair(t)
+	p, err := NewParkedPacketRing(recv, 8, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]Datagram, 8)
+	sent, got := 0, 0
+	// One datagram per Recv, sent once the reader asked for it: most
+	// Recvs find none yet and wait.
+	exchange := func() error {
+		ask := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			<-ask
+			errc <- unix.Sendto(send, []byte("x"), 0, to)
+		}()
+		close(ask)
+		n, err := p.Recv(dst)
+		if err != nil {
+			return err
+		}
+		got += n
+		for _, d := range dst[:n] {
+			if string(d.Data) != "x" {
+				return fmt.Errorf("datagram %d reads %q", got, d.Data)
+			}
+			p.Give(d.Bid)
+		}
+		sent++
+		return <-errc
+	}
+	// Thread 1 arms the RECVMSG and stays locked (so thread 2 differs).
+	hold := make(chan struct{})
+	defer close(hold)
+	armed := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		armed <- exchange()
+		<-hold
+	}()
+	if err := <-armed; err != nil {
+		t.Fatal(err)
+	}
+	err = onLockedThread(func() error {
+		for i := 0; p.Moves.Load() == 0 && i < 100000; i++ {
+			if err := exchange(); err != nil {
+				return err
+			}
+		}
+		if p.Moves.Load() != 1 {
+			return fmt.Errorf("the reader settled on another thread, and its RECVMSG moved %d times, want 1", p.Moves.Load())
+		}
+		// Datagrams still come, now through a RECVMSG armed here.
+		for range 2 * threadEvery {
+			if err := exchange(); err != nil {
+				return err
+			}
+		}
+		for got < sent {
+			n, err := p.Recv(dst)
+			if err != nil {
+				return err
+			}
+			got += n
+			for _, d := range dst[:n] {
+				p.Give(d.Bid)
+			}
+		}
+		if p.Moves.Load() != 1 || p.armTid != unix.Gettid() {
+			return fmt.Errorf("after the move: %d moves, armed on thread %d, reading on %d", p.Moves.Load(), p.armTid, unix.Gettid())
+		}
+		p.Stop()
+		if _, err := p.Recv(dst); !errors.Is(err, ErrStopped) {
+			return fmt.Errorf("Recv after Stop: %v, want ErrStopped", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != sent {
+		t.Fatalf("received %d of %d datagrams", got, sent)
+	}
+}
