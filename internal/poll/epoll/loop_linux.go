@@ -269,6 +269,10 @@ func (l *loop) read(fd *poll.FD, short bool) {
 
 // flush sends fd's queued output until it is empty or the socket is full
 // (EPOLLOUT brings it back), and finishes a close whose output drained.
+// A close is the loop's once its close task ran (fd is draining): before
+// that, Close may have been called after SendQueued found the queue
+// empty and a writer queued more, which the close task will drain. Taking
+// fd.Closing for the sign lost that output: the socket closed under it.
 func (l *loop) flush(fd *poll.FD) {
 	if fd.Detached() {
 		return
@@ -276,7 +280,7 @@ func (l *loop) flush(fd *poll.FD) {
 	if full := poll.SendQueued(fd, &l.iov, &l.iovecs, &l.stats); full {
 		return
 	}
-	if fd.Closing() {
+	if _, closing := l.draining[fd]; closing {
 		l.detach(fd)
 	}
 }
