@@ -85,15 +85,21 @@ type PacketStats struct {
 	// io_uring multishot RECVMSG (the uring engines), and RingDry counts
 	// the times that request ran out of buffers, every one held by
 	// batches being handled, and was armed again once some came back:
-	// often means handlers hold batches long.
-	Ring    bool
-	RingDry uint64
+	// often means handlers hold batches long. RingMoves counts the times
+	// the reader, which parks in Go's poller between datagrams, settled
+	// on another OS thread and armed its RECVMSG again from there (the
+	// kernel runs a request's completion work on the thread that armed
+	// it); a count that keeps rising means the reader keeps changing
+	// threads.
+	Ring      bool
+	RingDry   uint64
+	RingMoves uint64
 }
 
 // String formats the counters on one line.
 func (s PacketStats) String() string {
-	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d gso_sends=%d gso_fallbacks=%d gro=%v ring=%v ring_dry=%d",
-		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets, s.GSOSends, s.GSOFallbacks, s.GRO, s.Ring, s.RingDry)
+	return fmt.Sprintf("drops=%d truncated=%d batches=%d packets=%d send_batches=%d sent=%d gso_sends=%d gso_fallbacks=%d gro=%v ring=%v ring_dry=%d ring_moves=%d",
+		s.Drops, s.Truncated, s.Batches, s.Packets, s.SendBatches, s.SentPackets, s.GSOSends, s.GSOFallbacks, s.GRO, s.Ring, s.RingDry, s.RingMoves)
 }
 
 // checkPacketNetwork accepts the UDP networks.

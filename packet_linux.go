@@ -348,7 +348,7 @@ func (c *PacketConn) Stats() PacketStats {
 		GRO:          c.gro,
 	}
 	if r := c.ring.Load(); r != nil {
-		s.Ring, s.RingDry = true, r.NoBuffers.Load()
+		s.Ring, s.RingDry, s.RingMoves = true, r.NoBuffers.Load(), r.Moves.Load()
 	}
 	c.raw.Control(func(fd uintptr) { s.Drops = socketDrops(int(fd)) })
 	return s

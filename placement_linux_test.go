@@ -109,6 +109,10 @@ func TestLoopCPUsPinsPacketReaders(t *testing.T) {
 		if want := 1 - i; fmt.Sprint(seen[c]) != fmt.Sprint([]int{want}) {
 			t.Errorf("socket %d's reader may run on CPUs %v, want only %d", i, seen[c], want)
 		}
+		// A pinned reader keeps its thread, so its RECVMSG never moves.
+		if st := c.Stats(); st.RingMoves != 0 {
+			t.Errorf("socket %d: a pinned reader's RECVMSG moved threads %d times (%v)", i, st.RingMoves, st)
+		}
 	}
 }
 
