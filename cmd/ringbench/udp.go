@@ -393,12 +393,12 @@ func freeUDPPort() (int, error) {
 	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
 
-// cpuTicks is the busy and total time of some CPUs, in clock ticks, and
-// their idle time (idle and iowait) read at a moment.
+// cpuTicks is the idle time (idle and iowait) of some CPUs, read at a
+// moment: busySince makes their busy time of two readings.
 type cpuTicks struct {
-	busy, total, idle uint64
-	at                time.Time
-	n                 int // CPUs summed
+	idle uint64 // idle and iowait, in clock ticks
+	at   time.Time
+	n    int // CPUs summed
 }
 
 // userHZ is the unit of /proc/stat's times (USER_HZ, 100 on every
@@ -419,8 +419,8 @@ func (c cpuTicks) busySince(p cpuTicks) float64 {
 	return min(max(float64(c.n)-idle, 0), float64(c.n))
 }
 
-// readCPUTicks sums /proc/stat's lines of the given CPUs; busy is all but
-// idle and iowait.
+// readCPUTicks sums the idle and iowait times of /proc/stat's lines of the
+// given CPUs.
 func readCPUTicks(cpus cpuSet) (cpuTicks, error) {
 	now := time.Now()
 	b, err := os.ReadFile("/proc/stat")
@@ -439,17 +439,12 @@ func readCPUTicks(cpus cpuSet) (cpuTicks, error) {
 			continue
 		}
 		found++
-		for i := 1; i <= 8; i++ {
+		for _, i := range []int{4, 5} { // idle, iowait
 			v, err := strconv.ParseUint(f[i], 10, 64)
 			if err != nil {
 				return cpuTicks{}, fmt.Errorf("/proc/stat: %w", err)
 			}
-			t.total += v
-			if i != 4 && i != 5 {
-				t.busy += v
-			} else {
-				t.idle += v
-			}
+			t.idle += v
 		}
 	}
 	if found != len(cpus) {

@@ -63,13 +63,13 @@ func TestUDPChart(t *testing.T) {
 // between two readings, not from the tick-sampled busy fields.
 func TestCPUTicksBusySince(t *testing.T) {
 	at := time.Unix(1000, 0)
-	p := cpuTicks{busy: 500, total: 1000, idle: 500, at: at, n: 2}
+	p := cpuTicks{idle: 500, at: at, n: 2}
 	for _, c := range []struct {
 		name string
 		c    cpuTicks
 		want float64
 	}{
-		{"a fifth busy", cpuTicks{busy: 9999, idle: 500 + 1600, at: at.Add(10 * time.Second), n: 2}, 0.4},
+		{"a fifth busy", cpuTicks{idle: 500 + 1600, at: at.Add(10 * time.Second), n: 2}, 0.4},
 		{"all idle", cpuTicks{idle: 500 + 2000, at: at.Add(10 * time.Second), n: 2}, 0},
 		{"idle over wall", cpuTicks{idle: 500 + 2100, at: at.Add(10 * time.Second), n: 2}, 0},
 		{"never idle", cpuTicks{idle: 500, at: at.Add(10 * time.Second), n: 2}, 2},
