@@ -282,21 +282,11 @@ func (p *PacketRing) Recv(dst []Datagram) (int, error) {
 // newParker registers a non-blocking duplicate of the ring's descriptor
 // with Go's poller.
 func (p *PacketRing) newParker() error {
-	fd, err := unix.FcntlInt(uintptr(p.ring.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	file, rc, err := pollRing(p.ring)
 	if err != nil {
-		return os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return os.NewSyscallError("fcntl(O_NONBLOCK)", err)
-	}
-	k := &packetParker{file: os.NewFile(uintptr(fd), "io_uring")}
-	if k.rc, err = k.file.SyscallConn(); err != nil {
-		k.file.Close()
 		return err
 	}
-	k.ready = p.readyToRun
-	p.park = k
+	p.park = &packetParker{file: file, rc: rc, ready: p.readyToRun}
 	return nil
 }
 

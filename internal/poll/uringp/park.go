@@ -79,21 +79,32 @@ type parker struct {
 // newParker registers a duplicate of l's ring descriptor with Go's
 // poller.
 func newParker(l *loop) (*parker, error) {
-	fd, err := unix.FcntlInt(uintptr(l.ring.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	file, rc, err := pollRing(l.ring)
 	if err != nil {
-		return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+		return nil, err
+	}
+	return &parker{file: file, rc: rc, ready: l.readyToRun}, nil
+}
+
+// pollRing registers a non-blocking duplicate of ring's descriptor with
+// Go's poller, which reports it readable when completions are ready; a
+// parked loop or packet reader waits on it with RawConn.Read.
+func pollRing(ring *uring.Ring) (*os.File, syscall.RawConn, error) {
+	fd, err := unix.FcntlInt(uintptr(ring.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return nil, os.NewSyscallError("fcntl(O_NONBLOCK)", err)
+		return nil, nil, os.NewSyscallError("fcntl(O_NONBLOCK)", err)
 	}
-	p := &parker{file: os.NewFile(uintptr(fd), "io_uring")}
-	if p.rc, err = p.file.SyscallConn(); err != nil {
-		p.file.Close()
-		return nil, err
+	file := os.NewFile(uintptr(fd), "io_uring")
+	rc, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		return nil, nil, err
 	}
-	p.ready = l.readyToRun
-	return p, nil
+	return file, rc, nil
 }
 
 func (p *parker) close() { p.file.Close() }
