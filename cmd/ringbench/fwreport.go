@@ -147,7 +147,7 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 	row = append(row, vs, paired)
 	if sc.file {
 		// The kernel's TCP work on loopback runs on either side's CPU,
-		// and the split moves from run to run: the busy ticks of the
+		// and the split moves from run to run: the busy time of the
 		// server's CPUs, and of all, say what the download cost the
 		// machine (fwrun.go, busySample).
 		mib := func(key string) string {
