@@ -67,7 +67,8 @@ type PacketRing struct {
 	seenTid   int // the thread the reader was last seen on
 	seen      int // looks in a row that saw seenTid
 	waits     int
-	canceling bool // a cancel of the RECVMSG is in flight
+	canceling bool   // a cancel of the RECVMSG is in flight
+	testWait  func() // tests: called as a parked reader is about to wait
 
 	// Rearms counts RECVMSGs armed again after one ended (ENOBUFS, or a
 	// final CQE the kernel sent on its own); NoBuffers counts the ends
@@ -298,6 +299,9 @@ func (p *PacketRing) wait() {
 		return
 	}
 	p.followThread()
+	if p.testWait != nil {
+		p.testWait()
+	}
 	if p.ring.SQReady() > 0 {
 		p.enter(0)
 	}

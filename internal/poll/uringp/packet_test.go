@@ -349,16 +349,26 @@ func TestParkedPacketRingFollowsThread(t *testing.T) {
 	}
 	dst := make([]Datagram, 8)
 	sent, got := 0, 0
-	// One datagram per Recv, sent once the reader asked for it: most
-	// Recvs find none yet and wait.
+	// One datagram per Recv, sent only once the reader waits for it, so
+	// that every Recv waits (and looks at its thread) at least once,
+	// whatever the machine's pace.
+	waiting := make(chan struct{}, 1)
+	p.testWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
 	exchange := func() error {
-		ask := make(chan struct{})
+		select {
+		case <-waiting: // from a Recv before
+		default:
+		}
 		errc := make(chan error, 1)
 		go func() {
-			<-ask
+			<-waiting
 			errc <- unix.Sendto(send, []byte("x"), 0, to)
 		}()
-		close(ask)
 		n, err := p.Recv(dst)
 		if err != nil {
 			return err
@@ -386,7 +396,8 @@ func TestParkedPacketRingFollowsThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = onLockedThread(func() error {
-		for i := 0; p.Moves.Load() == 0 && i < 100000; i++ {
+		// Four looks, one every threadEvery waits, settle the reader.
+		for i := 0; p.Moves.Load() == 0 && i <= settleSamples*threadEvery; i++ {
 			if err := exchange(); err != nil {
 				return err
 			}
