@@ -6,7 +6,9 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"unsafe"
 
+	"github.com/ringpoll/ringpoll/internal/mmsg"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,10 +85,22 @@ func acceptSocket(lfd int, network string) (int, remote, error) {
 }
 
 // peerAddr returns fd's peer address. A peer that reset before this has
-// none any more (ENOTCONN): an empty address of the network's type.
+// none any more (ENOTCONN): an empty address of the network's type. An IP
+// peer is read into a buffer on the stack and kept as a value, so an
+// accept leaves no garbage behind (unix.Getpeername allocates the raw
+// address and the Sockaddr: 144 B per connection).
 func peerAddr(fd int, network string) remote {
-	sa, _ := unix.Getpeername(fd)
-	return sockaddrToRemote(sa, network)
+	if network == "unix" {
+		sa, _ := unix.Getpeername(fd)
+		return sockaddrToRemote(sa, network)
+	}
+	var sa unix.RawSockaddrInet6 // room for either family
+	n := uint32(unsafe.Sizeof(sa))
+	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&n)))
+	if e != 0 {
+		return remote{}
+	}
+	return remote{ap: mmsg.DecodeAddr(&sa, n)}
 }
 
 // sockaddrToRemote converts an accepted socket's peer address: an IP
