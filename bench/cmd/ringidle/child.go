@@ -38,10 +38,17 @@ type helloMsg struct {
 
 // memStats is what the child reports of its runtime.MemStats.
 type memStats struct {
-	HeapInuse    uint64 `json:"heap_inuse"`
-	HeapAlloc    uint64 `json:"heap_alloc"`
-	StackInuse   uint64 `json:"stack_inuse"`
-	Sys          uint64 `json:"sys"`
+	HeapInuse  uint64 `json:"heap_inuse"`
+	HeapAlloc  uint64 `json:"heap_alloc"`
+	StackInuse uint64 `json:"stack_inuse"`
+	Sys        uint64 `json:"sys"`
+	// Where RSS beyond the heap in use can be: free heap pages not yet
+	// returned (HeapIdle less HeapReleased), span records, GC metadata.
+	HeapIdle     uint64 `json:"heap_idle"`
+	HeapReleased uint64 `json:"heap_released"`
+	MSpanInuse   uint64 `json:"mspan_inuse"`
+	GCSys        uint64 `json:"gc_sys"`
+	OtherSys     uint64 `json:"other_sys"`
 	NumGoroutine int    `json:"goroutines"`
 	Error        string `json:"error,omitempty"`
 }
@@ -86,6 +93,7 @@ func runChild(name string, in io.Reader, out io.Writer) error {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		m.HeapInuse, m.HeapAlloc, m.StackInuse, m.Sys = ms.HeapInuse, ms.HeapAlloc, ms.StackInuse, ms.Sys
+		m.HeapIdle, m.HeapReleased, m.MSpanInuse, m.GCSys, m.OtherSys = ms.HeapIdle, ms.HeapReleased, ms.MSpanInuse, ms.GCSys, ms.OtherSys
 		m.NumGoroutine = runtime.NumGoroutine()
 		if err := enc.Encode(m); err != nil {
 			return err
