@@ -4,6 +4,7 @@ package ringpoll
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -152,5 +153,53 @@ func TestPeerAddrNoAlloc(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: peerAddr allocates %v times, want 0", addr, allocs)
 		}
+	}
+}
+
+// TestAcceptSocketNoAlloc: accepting a TCP connection reports the peer
+// std net reports and allocates nothing.
+func TestAcceptSocketNoAlloc(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const n = 11 // AllocsPerRun's warm-up call and 10 runs
+	peers := map[netip.AddrPort]bool{}
+	for range n {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		peers[c.LocalAddr().(*net.TCPAddr).AddrPort()] = true
+	}
+	raw, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []remote
+	var allocs float64
+	raw.Control(func(lfd uintptr) {
+		got = make([]remote, 0, n)
+		allocs = testing.AllocsPerRun(n-1, func() {
+			fd, peer, err := acceptSocket(int(lfd), "tcp")
+			if err != nil {
+				return // counted below: too few accepted
+			}
+			unix.Close(fd)
+			got = append(got, peer)
+		})
+	})
+	if len(got) != n {
+		t.Fatalf("accepted %d of %d queued connections", len(got), n)
+	}
+	for _, r := range got {
+		if !peers[r.ap] || r.addr != nil {
+			t.Errorf("accepted a peer %v (%v), not one of the clients", r.ap, r.addr)
+		}
+	}
+	if allocs != 0 {
+		t.Errorf("acceptSocket allocates %v times, want 0", allocs)
 	}
 }
