@@ -24,33 +24,24 @@ type deadline struct {
 	used atomic.Bool
 }
 
-// deadlines are an FD's read and write deadlines. An FD makes them when a
-// deadline is first set or a user first blocks, so that a connection
-// served by a handler that never blocks does not carry them.
+// deadlines are an FD's read and write deadlines, in its waitState: made
+// when a deadline is first set or a user first blocks, so that a
+// connection served by a handler that never blocks does not carry them.
 type deadlines struct{ rd, wd deadline }
 
 // deadlines returns fd's deadlines, making them if need be.
-func (fd *FD) deadlines() *deadlines {
-	if d := fd.dl.Load(); d != nil {
-		return d
-	}
-	d := new(deadlines)
-	if fd.dl.CompareAndSwap(nil, d) {
-		return d
-	}
-	return fd.dl.Load()
-}
+func (fd *FD) deadlines() *deadlines { return &fd.waits().dl }
 
 // readExpired and writeExpired report whether the read or write deadline
 // has passed.
 func (fd *FD) readExpired() bool {
-	d := fd.dl.Load()
-	return d != nil && d.rd.expired()
+	w := fd.wait.Load()
+	return w != nil && w.dl.rd.expired()
 }
 
 func (fd *FD) writeExpired() bool {
-	d := fd.dl.Load()
-	return d != nil && d.wd.expired()
+	w := fd.wait.Load()
+	return w != nil && w.dl.wd.expired()
 }
 
 // expiredChan is closed from the start: the cancel channel of a deadline

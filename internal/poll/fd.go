@@ -65,17 +65,54 @@ type FD struct {
 	inErr    error  // io.EOF or a read error; sticky
 	inTotal  uint64 // input bytes ever added (InputCommit, InputRef); inMu
 	inWant   int    // bytes a blocked reader needs held
-	readable token
 
-	wmu      sync.Mutex
-	outMu    sync.Mutex
-	out      *buf.LinkBuffer
-	outErr   error // sticky send error
-	writable token
-	ws       *writeScratch // under wmu; made by the first write that needs it
+	wmu   sync.Mutex
+	outMu sync.Mutex
+	out   *buf.LinkBuffer
+	ws    *writeScratch // under wmu; made by the first write that needs it
 
-	dl   atomic.Pointer[deadlines] // made by the first deadline or blocked user
+	wait atomic.Pointer[waitState] // made on first use: see waitState
 	idle atomic.Pointer[idleState] // made by StartIdleTimer, with an idle timeout
+}
+
+// waitState is the part of an FD that only a connection whose user
+// blocks or sets a deadline needs, or one whose send failed: the waiters'
+// wake-up tokens, the deadlines, the sticky send error. An FD makes it on
+// first use, so that a connection served by a handler carries none of it
+// (docs/RELIABILITY.md, memory per idle connection). The write scratch
+// stays apart: on epoll a handler's replies are sent from its goroutine,
+// which needs the scratch and none of this.
+type waitState struct {
+	readable token
+	writable token
+	dl       deadlines
+	outErr   error // sticky send error; under outMu
+}
+
+// waits returns fd's waitState, making it if need be.
+func (fd *FD) waits() *waitState {
+	if w := fd.wait.Load(); w != nil {
+		return w
+	}
+	w := new(waitState)
+	if fd.wait.CompareAndSwap(nil, w) {
+		return w
+	}
+	return fd.wait.Load()
+}
+
+// signalReadable and signalWritable wake a blocked reader or writer, if
+// one ever waited.
+func (fd *FD) signalReadable() {
+	if w := fd.wait.Load(); w != nil {
+		w.readable.signal()
+	}
+}
+
+func (fd *FD) signalWritable() {
+	if w := fd.wait.Load(); w != nil {
+		w.writable.signal()
+	}
 }
 
 // idleState is the idle timeout's state, which only FDs configured with one
@@ -140,8 +177,8 @@ func (fd *FD) Close() error {
 		st.timer.Stop()
 	}
 	// Blocked readers and writers look again and see Closing.
-	fd.readable.signal()
-	fd.writable.signal()
+	fd.signalReadable()
+	fd.signalWritable()
 	if fd.Quiet() {
 		fd.shutWrite()
 	}

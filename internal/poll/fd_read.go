@@ -106,7 +106,7 @@ func (fd *FD) InputError(err error) {
 // InputReady wakes a blocked reader and runs Hooks.InputArrived. The loop calls it once
 // per batch of InputCommit, InputRef or InputError on this FD.
 func (fd *FD) InputReady() {
-	fd.readable.signal()
+	fd.signalReadable()
 	if fd.Hooks != nil {
 		fd.Hooks.InputArrived()
 	}
@@ -127,7 +127,7 @@ func (fd *FD) lockInput(n int) error {
 		fd.inMu.Lock()
 		if fd.Closing() {
 			fd.inMu.Unlock()
-			fd.readable.signal() // pass the news to the next blocked reader
+			fd.signalReadable() // pass the news to the next blocked reader
 			return ErrClosed
 		}
 		if fd.inLent {
@@ -139,7 +139,7 @@ func (fd *FD) lockInput(n int) error {
 				return ErrWouldBlock
 			}
 			if wake == nil {
-				wake = fd.readable.wait()
+				wake = fd.waits().readable.wait()
 				continue
 			}
 			select {
@@ -154,7 +154,7 @@ func (fd *FD) lockInput(n int) error {
 		}
 		if err := fd.inErr; err != nil {
 			fd.inMu.Unlock()
-			fd.readable.signal() // pass the news to the next blocked reader
+			fd.signalReadable() // pass the news to the next blocked reader
 			return err
 		}
 		fd.inWant = fd.in.Held() - fd.in.Len() + n
@@ -170,7 +170,7 @@ func (fd *FD) lockInput(n int) error {
 			return ErrWouldBlock
 		}
 		if wake == nil {
-			wake = fd.readable.wait()
+			wake = fd.waits().readable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
 		select {
@@ -208,7 +208,7 @@ func (fd *FD) unlockInput() {
 	more := fd.in.Len() > 0 || fd.inErr != nil
 	fd.inMu.Unlock()
 	if more {
-		fd.readable.signal()
+		fd.signalReadable()
 	}
 	if resume {
 		fd.Loop.Resume(fd)

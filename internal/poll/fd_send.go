@@ -195,7 +195,7 @@ func (fd *FD) awaitQuiet() error {
 			return ErrWouldBlock
 		}
 		if wake == nil {
-			wake = fd.writable.wait()
+			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
 		select {

@@ -55,7 +55,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	}
 	fd.outMu.Unlock()
 	if left <= fd.cfg.OutputLowWater {
-		fd.writable.signal()
+		fd.signalWritable()
 		if fd.Hooks != nil && fd.Hooks.OutputDrained() {
 			// It ran an inline handler, which may have queued more: the
 			// caller must not take the queue for empty and finish a close.
@@ -70,16 +70,14 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 // get err from then on.
 func (fd *FD) OutputError(err error) {
 	fd.outMu.Lock()
-	if fd.outErr == nil {
-		fd.outErr = err
-	}
+	fd.setOutErrLocked(err)
 	if fd.out != nil {
 		fd.out.Discard()
 	}
 	fd.noteOut()
 	fd.loopOwns = false
 	fd.outMu.Unlock()
-	fd.writable.signal()
+	fd.signalWritable()
 }
 
 // OutputFull reports whether the output queue is at or above the output
@@ -248,7 +246,7 @@ func (fd *FD) write(src source) (int, error) {
 		}
 		fd.outMu.Unlock()
 		if wake == nil {
-			wake = fd.writable.wait()
+			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
 		select {
@@ -341,15 +339,24 @@ func (fd *FD) outErrLocked() error {
 	if fd.wrClosed {
 		return ErrWriteClosed
 	}
-	return fd.outErr
+	if w := fd.wait.Load(); w != nil {
+		return w.outErr
+	}
+	return nil
 }
 
 func (fd *FD) setOutErr(err error) {
 	fd.outMu.Lock()
-	if fd.outErr == nil {
-		fd.outErr = err
-	}
+	fd.setOutErrLocked(err)
 	fd.outMu.Unlock()
+}
+
+// setOutErrLocked makes err the sticky send error, unless there is one.
+// Call with outMu held.
+func (fd *FD) setOutErrLocked(err error) {
+	if w := fd.waits(); w.outErr == nil {
+		w.outErr = err
+	}
 }
 
 // send makes one send syscall on behalf of a user goroutine, holding a
@@ -391,7 +398,7 @@ func (fd *FD) CloseWrite() error {
 			return ErrWouldBlock
 		}
 		if wake == nil {
-			wake = fd.writable.wait()
+			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
 		select {

@@ -6,14 +6,14 @@ import (
 	"unsafe"
 )
 
-// TestFDSize keeps the FD, which every connection carries, in the 224-byte
+// TestFDSize keeps the FD, which every connection carries, in the 192-byte
 // size class: docs/RELIABILITY.md counts it in the memory of an idle
 // connection. A field added past that costs every idle connection 16 bytes
-// more; move rarely used state behind a pointer (as the deadlines are) or
+// more; move rarely used state into the waitState (as the deadlines are) or
 // into the flags' word.
 func TestFDSize(t *testing.T) {
-	if n := unsafe.Sizeof(FD{}); n > 224 {
-		t.Errorf("FD is %d bytes, want at most 224", n)
+	if n := unsafe.Sizeof(FD{}); n > 192 {
+		t.Errorf("FD is %d bytes, want at most 192", n)
 	}
 }
 
@@ -24,11 +24,11 @@ func TestDeadlinesMadeOnDemand(t *testing.T) {
 	if fd.readExpired() || fd.writeExpired() {
 		t.Fatal("an FD without deadlines reports one expired")
 	}
-	if fd.dl.Load() != nil {
+	if fd.wait.Load() != nil {
 		t.Fatal("asking whether a deadline passed made the deadlines")
 	}
 	fd.SetReadDeadline(time.Unix(1, 0))
-	if fd.dl.Load() == nil || !fd.readExpired() || fd.writeExpired() {
+	if fd.wait.Load() == nil || !fd.readExpired() || fd.writeExpired() {
 		t.Errorf("after a read deadline in the past: read expired %v, write expired %v", fd.readExpired(), fd.writeExpired())
 	}
 }
