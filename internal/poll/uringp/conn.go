@@ -58,7 +58,6 @@ type conn struct {
 	// It belongs to the loop goroutine.
 	armThread uint16
 
-	iov    [][]byte    // the send's slices; uring-reactor's loop sends them itself
 	gather *sendGather // made on the first send of more than one slice
 	pin    runtime.Pinner
 	// mode is the state of the modes other than the default: made by
@@ -73,6 +72,10 @@ type modeState struct {
 	mu   sync.Mutex   // uring-sqpoll: the send fields' lock (lockSend)
 	ring *sendRing    // uring-sqpoll: the ring this conn sends on
 	vecs *poll.Iovecs // uring-reactor: sendmsg's iovecs
+	// iov is the send's slices: uring-sqpoll's writers prepare sends
+	// themselves, and uring-reactor's loop sends them itself. The default
+	// modes' loop uses a scratch of its own (loop.iov).
+	iov [][]byte
 }
 
 // sendGather is the scratch of a gathered send (SENDMSG): the message
@@ -322,22 +325,25 @@ func (l *loop) flush(c *conn) {
 	if !c.attached || c.tearing || c.sendBusy {
 		return
 	}
-	c.iov = c.fd.OutputSlices(c.iov[:0], maxIov)
-	if len(c.iov) == 0 {
-		return
-	}
 	if l.send != nil {
-		l.send.submit(c)
+		m := c.mode
+		if m.iov = c.fd.OutputSlices(m.iov[:0], maxIov); len(m.iov) > 0 {
+			l.send.submit(c)
+		}
 		return
 	}
-	l.prepSend(l.getSQE(), c)
+	l.iov = c.fd.OutputSlices(l.iov[:0], maxIov)
+	if len(l.iov) > 0 {
+		l.prepSend(l.getSQE(), c, l.iov)
+	}
+	clear(l.iov)
 }
 
-// prepSend fills sqe with a send of c.iov, with the send fields locked
+// prepSend fills sqe with a send of iov, c's output, with the send fields locked
 // (lockSend). A small payload goes out of a copy in a staging buffer
 // (stage.go); otherwise it stays referenced by the FD's output queue until
 // OutputSent, and pinned until the CQE.
-func (l *loop) prepSend(sqe *uring.SQE, c *conn) {
+func (l *loop) prepSend(sqe *uring.SQE, c *conn, iov [][]byte) {
 	// MSG_DONTWAIT: a send that finds the socket full ends with EAGAIN
 	// and the loop waits for POLLOUT itself (armPollOut). Left to wait
 	// inside the kernel, sends on full AF_UNIX sockets were seen on 6.18
@@ -345,27 +351,27 @@ func (l *loop) prepSend(sqe *uring.SQE, c *conn) {
 	// while the socket polled writable.
 	const flags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
 	if l.stage != nil {
-		if p, ref, ok := l.stage.stage(c.iov); ok {
+		if p, ref, ok := l.stage.stage(iov); ok {
 			c.staged = ref
 			sqe.PrepSend(c.fd.Sysfd, p, flags)
 			l.sendPrepped(sqe, c)
 			return
 		}
 	}
-	for _, p := range c.iov {
+	for _, p := range iov {
 		c.pin.Pin(unsafe.SliceData(p))
 	}
-	if len(c.iov) == 1 {
-		sqe.PrepSend(c.fd.Sysfd, c.iov[0], flags)
+	if len(iov) == 1 {
+		sqe.PrepSend(c.fd.Sysfd, iov[0], flags)
 	} else {
 		if c.gather == nil {
 			c.gather = new(sendGather)
 		}
 		g := c.gather
-		for i, p := range c.iov {
+		for i, p := range iov {
 			g.vecs[i] = uring.Iovec{Base: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p)))), Len: uint64(len(p))}
 		}
-		g.msg = uring.Msghdr{Iov: uint64(uintptr(unsafe.Pointer(&g.vecs[0]))), Iovlen: uint64(len(c.iov))}
+		g.msg = uring.Msghdr{Iov: uint64(uintptr(unsafe.Pointer(&g.vecs[0]))), Iovlen: uint64(len(iov))}
 		sqe.PrepSendmsg(c.fd.Sysfd, &g.msg, flags)
 	}
 	l.sendPrepped(sqe, c)
@@ -393,7 +399,9 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 	} else {
 		c.pin.Unpin()
 	}
-	clear(c.iov)
+	if c.mode != nil {
+		clear(c.mode.iov)
+	}
 	c.unlockSend()
 	empty := true
 	switch {

@@ -72,6 +72,10 @@ type loop struct {
 	// looked at every cancelTick (cancel.go), next at cancelAt.
 	cancels  []*conn
 	cancelAt time.Time
+	// iov is flush's scratch: the slices of the send it prepares, which
+	// the default modes need only until the SQE is filled (the output
+	// queue holds the bytes until the send completes).
+	iov [][]byte
 	// cancelClock ticks with every enter and every cancel tick: a cancel
 	// two ticks old has had its effect (cancel.go).
 	cancelClock uint8

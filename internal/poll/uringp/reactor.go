@@ -122,7 +122,7 @@ func (l *loop) reactorFlush(c *conn) {
 	if c.mode == nil {
 		c.mode = &modeState{vecs: new(poll.Iovecs)}
 	}
-	if full := poll.SendQueued(c.fd, &c.iov, c.mode.vecs, &l.stats); full {
+	if full := poll.SendQueued(c.fd, &c.mode.iov, c.mode.vecs, &l.stats); full {
 		l.armPollOut(c)
 		return
 	}

@@ -89,18 +89,18 @@ func (s *sendRings) flush(c *conn) bool {
 	if c.tearing || c.sendBusy {
 		return true
 	}
-	c.iov = c.fd.OutputSlices(c.iov[:0], maxIov)
-	if len(c.iov) > 0 {
+	m := c.mode
+	if m.iov = c.fd.OutputSlices(m.iov[:0], maxIov); len(m.iov) > 0 {
 		s.submit(c)
 	}
 	return true
 }
 
-// submit puts a send of c.iov on c's send ring; c.mode.mu is held.
+// submit puts a send of c.mode.iov on c's send ring; c.mode.mu is held.
 func (s *sendRings) submit(c *conn) {
 	sr := c.mode.ring
 	sr.mu.Lock()
-	s.l.prepSend(s.getSQE(sr), c)
+	s.l.prepSend(s.getSQE(sr), c, c.mode.iov)
 	s.inflight.Add(1)
 	s.publish(sr)
 	sr.mu.Unlock()
