@@ -60,11 +60,11 @@ type FD struct {
 	// in and out are nil while empty: an idle FD gives their headers back
 	// to buf's pool (releaseInput, OutputSent) and takes new ones when
 	// bytes come (input, output).
-	inMu     sync.Mutex
-	in       *buf.LinkBuffer
-	inErr    error  // io.EOF or a read error; sticky
-	inTotal  uint64 // input bytes ever added (InputCommit, InputRef); inMu
-	inWant   int    // bytes a blocked reader needs held
+	inMu    sync.Mutex
+	in      *buf.LinkBuffer
+	inErr   error  // io.EOF or a read error; sticky
+	inTotal uint64 // input bytes ever added (InputCommit, InputRef); inMu
+	inWant  int    // bytes a blocked reader needs held
 
 	wmu   sync.Mutex
 	outMu sync.Mutex
