@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -16,25 +17,34 @@ import (
 // on the side. Its methods are safe for concurrent use except Reader and
 // Writer, whose methods must be used by one goroutine at a time.
 type Conn struct {
-	fd    *poll.FD
-	laddr net.Addr
-	// peer is a TCP connection's remote address, as a value: RemoteAddr
-	// makes the *net.TCPAddr on first use and keeps it in extra, so an
-	// idle connection carries no address object. Other networks' remote
-	// addresses are in extra from the start.
-	peer   netip.AddrPort
+	fd *poll.FD
+	// laddr is LocalAddr's answer in one word: a *net.TCPAddr on the TCP
+	// networks, a *net.UnixAddr on unix; nil if there is none, or if it
+	// is of another type (then it is in extra).
+	laddr unsafe.Pointer
+	// peerIP and peerPort are a TCP connection's remote address, as a
+	// value (connPeer4 or connPeer6 says which family; neither: none):
+	// RemoteAddr makes the *net.TCPAddr on first use and keeps it in
+	// extra, so an idle connection carries no address object. Other
+	// networks' remote addresses, and IPv6 ones with a zone, are in extra
+	// from the start.
+	peerIP [16]byte
 	reader Reader
 	writer Writer
 	eng    *engineRef
 
 	// The small fields, together so that they share two words.
 	network    netIndex      // index into networks
-	inline     bool          // WithInlineHandler: the loop runs the handler
+	bits       uint8         // connInline, connPeer4, connPeer6; set before the Conn is shared
+	peerPort   uint16        // see peerIP
 	processing atomic.Bool   // a Server's handler runs or is scheduled
 	flags      atomic.Uint32 // connHeldBack, connDraining
 	// inputSeq is bumped by the loop on each input batch of a Server's
 	// connection; serve compares it for change only, so it may wrap.
 	inputSeq atomic.Uint32
+	// srvIdx is 1 + the connection's place in its Server's connSet, 0
+	// while it is in none; under the Server's mu.
+	srvIdx int32
 
 	// extra is the state few connections use (close callbacks, Shutdown's
 	// linger, the remote address once asked for), made on first use so
@@ -54,6 +64,18 @@ const (
 	connDraining
 )
 
+// A Conn's bits, set by newConn.
+const (
+	// connInline: WithInlineHandler, the loop runs the handler.
+	connInline uint8 = 1 << iota
+	// connPeer4 and connPeer6: peerIP and peerPort hold the peer's
+	// address, IPv4 or IPv6 (an IPv4-mapped one included).
+	connPeer4
+	connPeer6
+)
+
+func (c *Conn) inline() bool { return c.bits&connInline != 0 }
+
 func (c *Conn) flagSet(f uint32) bool { return c.flags.Load()&f != 0 }
 func (c *Conn) setFlag(f uint32)      { c.flags.Or(f) }
 
@@ -63,6 +85,9 @@ func (c *Conn) takeFlag(f uint32) bool { return c.flags.And(^f)&f != 0 }
 // networks are the networks a Conn can be on (checkNetwork); a Conn keeps
 // the index, a byte, where the name would take sixteen.
 var networks = [...]string{"tcp", "tcp4", "tcp6", "unix"}
+
+// netUnix is unix's index in networks.
+const netUnix netIndex = 3
 
 type netIndex uint8
 
@@ -89,10 +114,9 @@ var _ interface {
 // srv is set, the connection's input runs srv's handler. On error the socket
 // is closed.
 func newConn(sysfd int, network string, laddr net.Addr, raddr remote, cfg *config, r *engineRef, srv *Server) (*Conn, error) {
-	c := &Conn{fd: poll.NewFD(sysfd, cfg.pc), network: networkIndex(network), laddr: laddr, peer: raddr.ap, eng: r}
-	if raddr.addr != nil {
-		c.extras().setRemote(raddr.addr)
-	}
+	c := &Conn{fd: poll.NewFD(sysfd, cfg.pc), network: networkIndex(network), eng: r}
+	c.setLocal(laddr)
+	c.setPeer(raddr)
 	c.reader.c = c
 	c.writer.c = c
 	if srv != nil {
@@ -102,7 +126,7 @@ func newConn(sysfd int, network string, laddr net.Addr, raddr remote, cfg *confi
 		}
 		c.srv = srv
 		if cfg.inline {
-			c.inline = true
+			c.bits |= connInline
 			c.fd.NoBlock = true
 		}
 	}
@@ -272,7 +296,71 @@ func (c *Conn) unacked() int {
 }
 
 // LocalAddr returns the local address.
-func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+func (c *Conn) LocalAddr() net.Addr {
+	switch {
+	case c.laddr != nil && c.network == netUnix:
+		return (*net.UnixAddr)(c.laddr)
+	case c.laddr != nil:
+		return (*net.TCPAddr)(c.laddr)
+	}
+	if x := c.extra.Load(); x != nil && x.laddr != nil {
+		return x.laddr
+	}
+	return nil
+}
+
+// setLocal keeps a as the local address: in laddr if it is of the
+// network's type, else in extra. Called by newConn only.
+func (c *Conn) setLocal(a net.Addr) {
+	switch a := a.(type) {
+	case nil:
+	case *net.TCPAddr:
+		if a != nil && c.network != netUnix {
+			c.laddr = unsafe.Pointer(a)
+			return
+		}
+	case *net.UnixAddr:
+		if a != nil && c.network == netUnix {
+			c.laddr = unsafe.Pointer(a)
+			return
+		}
+	}
+	if a != nil {
+		c.extras().laddr = a
+	}
+}
+
+// setPeer keeps the peer's address: an IP address without a zone as a
+// value, anything else in extra. Called by newConn only.
+func (c *Conn) setPeer(r remote) {
+	switch {
+	case r.addr != nil:
+		c.extras().setRemote(r.addr)
+	case !r.ap.IsValid():
+		// None: the peer was gone before its address was read.
+	case r.ap.Addr().Zone() != "":
+		c.extras().setRemote(net.TCPAddrFromAddrPort(r.ap))
+	default:
+		a := r.ap.Addr()
+		c.peerIP, c.peerPort = a.As16(), r.ap.Port()
+		if a.Is4() {
+			c.bits |= connPeer4
+		} else {
+			c.bits |= connPeer6
+		}
+	}
+}
+
+// peer returns the address setPeer kept as a value.
+func (c *Conn) peer() netip.AddrPort {
+	switch {
+	case c.bits&connPeer4 != 0:
+		return netip.AddrPortFrom(netip.AddrFrom16(c.peerIP).Unmap(), c.peerPort)
+	case c.bits&connPeer6 != 0:
+		return netip.AddrPortFrom(netip.AddrFrom16(c.peerIP), c.peerPort)
+	}
+	return netip.AddrPort{}
+}
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr {
@@ -280,7 +368,7 @@ func (c *Conn) RemoteAddr() net.Addr {
 	if a := x.remote(); a != nil {
 		return a
 	}
-	return x.setRemote(net.TCPAddrFromAddrPort(c.peer))
+	return x.setRemote(net.TCPAddrFromAddrPort(c.peer()))
 }
 
 // remote is a new connection's peer address: a TCP address as a value (ap),
@@ -360,5 +448,5 @@ func (c *Conn) opError(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	return &net.OpError{Op: op, Net: c.network.String(), Source: c.laddr, Addr: c.RemoteAddr(), Err: err}
+	return &net.OpError{Op: op, Net: c.network.String(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -20,6 +20,9 @@ type connExtra struct {
 	// raddr is RemoteAddr's answer: made by its first call on a TCP
 	// connection, set up front on others.
 	raddr atomic.Pointer[net.Addr]
+	// laddr is a local address the Conn's own field cannot hold (one not
+	// of its network's type); set by newConn before the Conn is shared.
+	laddr net.Addr
 }
 
 // remote returns the remote address, or nil if it was not made yet.

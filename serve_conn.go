@@ -26,7 +26,7 @@ func (t *connTask) Run() { (*Conn)(t).serve() }
 // full output runs again.
 func (h *connHooks) OutputDrained() bool {
 	c := (*Conn)(h)
-	return c.inline && c.outputDrained()
+	return c.inline() && c.outputDrained()
 }
 
 // Finalized implements poll.Hooks: the connection runs its close
@@ -58,7 +58,7 @@ func (c *Conn) finish(fns []CloseCallback) {
 func (c *Conn) schedule() {
 	c.inputSeq.Add(1)
 	if c.processing.CompareAndSwap(false, true) {
-		if c.inline {
+		if c.inline() {
 			c.serve()
 			return
 		}
@@ -80,7 +80,7 @@ func (c *Conn) outputDrained() bool {
 // holdBack reports whether an inline handler must wait for its output to
 // drain before it runs again; outputDrained then runs it.
 func (c *Conn) holdBack() bool {
-	if !c.inline || !c.fd.OutputFull() {
+	if !c.inline() || !c.fd.OutputFull() {
 		return false
 	}
 	c.setFlag(connHeldBack)
@@ -138,7 +138,7 @@ func (c *Conn) runHandler() bool {
 		err := c.srv.handler(c.srv.ctx, c)
 		after, doneAfter, endedAfter := c.fd.ReleaseState()
 		c.fd.Unref()
-		if err != nil && !(c.inline && errors.Is(err, ErrWouldBlock)) {
+		if err != nil && !(c.inline() && errors.Is(err, ErrWouldBlock)) {
 			c.Close()
 			return false
 		}
