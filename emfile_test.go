@@ -231,9 +231,5 @@ func connectIgnoringEINTR(fd int, sa syscall.Sockaddr) error {
 func srvConns(s *Server) []*Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var cs []*Conn
-	for c := range s.conns {
-		cs = append(cs, c)
-	}
-	return cs
+	return s.conns.appendTo(nil)
 }

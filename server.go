@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
-	conns     map[*Conn]struct{}
+	conns     connSet
 	settingUp int  // connections admitted and not yet adopted
 	closed    bool // Shutdown began
 	forced    bool // Shutdown's context ended: it closed what it had
@@ -65,7 +66,6 @@ func NewServer(h Handler, opts ...Option) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: map[*Listener]struct{}{},
-		conns:     map[*Conn]struct{}{},
 	}, nil
 }
 
@@ -164,13 +164,13 @@ func (s *Server) adopt(c *Conn) bool {
 	if c == nil || s.forced {
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns.add(c)
 	return true
 }
 
 func (s *Server) forget(c *Conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.conns.remove(c)
 	s.mu.Unlock()
 }
 
@@ -222,10 +222,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // kernel drops the replies it has not delivered yet.
 func (s *Server) drain() int {
 	s.mu.Lock()
-	conns := make([]*Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
+	conns := s.conns.appendTo(make([]*Conn, 0, s.conns.len()))
 	settingUp := s.settingUp
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
@@ -266,13 +263,9 @@ func (s *Server) closeAll() {
 // Close calls back into forget) and returns how many were open.
 func (s *Server) closeIf(pick func(*Conn) bool) int {
 	s.mu.Lock()
-	var picked []*Conn
-	for c := range s.conns {
-		if pick(c) {
-			picked = append(picked, c)
-		}
-	}
-	n := len(s.conns)
+	picked := s.conns.appendTo(nil)
+	n := len(picked)
+	picked = slices.DeleteFunc(picked, func(c *Conn) bool { return !pick(c) })
 	s.mu.Unlock()
 	for _, c := range picked {
 		c.Close()

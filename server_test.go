@@ -577,7 +577,7 @@ func TestShutdownDuringAccept(t *testing.T) {
 			tsEventually(t, "the first connection", func() bool {
 				srv.mu.Lock()
 				defer srv.mu.Unlock()
-				return len(srv.conns) > 0
+				return srv.conns.len() > 0
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()

@@ -163,7 +163,7 @@ func (s *tsServer) live() int {
 	if s.srv != nil {
 		s.srv.mu.Lock()
 		defer s.srv.mu.Unlock()
-		return len(s.srv.conns)
+		return s.srv.conns.len()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,10 +209,7 @@ func (s *tsServer) stop() {
 // message.
 func tsServerConns(srv *Server) string {
 	srv.mu.Lock()
-	var cs []*Conn
-	for c := range srv.conns {
-		cs = append(cs, c)
-	}
+	cs := srv.conns.appendTo(nil)
 	srv.mu.Unlock()
 	var b strings.Builder
 	for _, c := range cs {
