@@ -30,8 +30,14 @@ type acceptor struct {
 	slot  uint32
 	gen   uint32 // the slot's generation while a holds it
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// fds[head:] are the accepted sockets, oldest first. Taking one moves
+	// head; the array is reused from its start once emptied, or shifted
+	// down when an append finds it full, so that accepting leaves no old
+	// arrays behind (reslicing the front away made append grow a new one
+	// as the front moved).
 	fds     []int
+	head    int
 	err     error // terminal accept error
 	paused  bool  // cancelled because fds is full
 	isShut  bool
@@ -48,6 +54,18 @@ func newAcceptor(l *loop, sysfd int) *acceptor {
 	return &acceptor{l: l, sysfd: sysfd, ready: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
+// queued is how many accepted sockets wait; a.mu is held.
+func (a *acceptor) queued() int { return len(a.fds) - a.head }
+
+// push queues an accepted socket; a.mu is held.
+func (a *acceptor) push(fd int) {
+	if a.head > 0 && len(a.fds) == cap(a.fds) {
+		n := copy(a.fds, a.fds[a.head:])
+		a.fds, a.head = a.fds[:n], 0
+	}
+	a.fds = append(a.fds, fd)
+}
+
 // Accept implements poll.Listening.
 func (a *acceptor) Accept() (int, error) {
 	for {
@@ -56,14 +74,16 @@ func (a *acceptor) Accept() (int, error) {
 			a.mu.Unlock()
 			return -1, poll.ErrClosed
 		}
-		if len(a.fds) > 0 {
-			fd := a.fds[0]
-			a.fds = a.fds[1:]
-			resume := a.paused && len(a.fds) <= maxQueued/2
+		if a.queued() > 0 {
+			fd := a.fds[a.head]
+			if a.head++; a.head == len(a.fds) {
+				a.fds, a.head = a.fds[:0], 0
+			}
+			resume := a.paused && a.queued() <= maxQueued/2
 			if resume {
 				a.paused = false
 			}
-			more := len(a.fds) > 0
+			more := a.queued() > 0
 			a.mu.Unlock()
 			if resume {
 				a.l.post(task{kind: taskAcceptResume, a: a})
@@ -154,10 +174,10 @@ func (l *loop) unlisten(a *acceptor) {
 func (l *loop) endAcceptor(a *acceptor) {
 	unix.Close(a.sysfd)
 	a.mu.Lock()
-	for _, fd := range a.fds {
+	for _, fd := range a.fds[a.head:] {
 		unix.Close(fd)
 	}
-	a.fds = nil
+	a.fds, a.head = nil, 0
 	a.mu.Unlock()
 	l.acceptors[a.slot] = nil
 	l.acceptGens[a.slot] = (l.acceptGens[a.slot] + 1) & genMask
@@ -190,8 +210,8 @@ func (l *loop) acceptDone(gen, slot uint32, cqe *uring.CQE) {
 		if a.isShut {
 			unix.Close(int(cqe.Res))
 		} else {
-			a.fds = append(a.fds, int(cqe.Res))
-			if len(a.fds) >= maxQueued && !a.paused && cqe.More() {
+			a.push(int(cqe.Res))
+			if a.queued() >= maxQueued && !a.paused && cqe.More() {
 				a.paused = true
 				l.cancel(userData(kindAccept, a.gen, a.slot))
 			}
