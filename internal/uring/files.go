@@ -34,16 +34,14 @@ func (r *Ring) RegisterFilesSparse(n uint32) error {
 // thread.
 func (r *Ring) UpdateFile(slot uint32, fd int) error {
 	// The kernel reads the descriptor through a pointer inside the
-	// argument: keep both in the heap, pinned, for the call.
-	v := new(int32)
-	*v = int32(fd)
-	upd := &RsrcUpdate{Offset: slot}
-	var pin runtime.Pinner
-	pin.Pin(v)
-	pin.Pin(upd)
-	defer pin.Unpin()
-	upd.Data = uint64(uintptr(unsafe.Pointer(v)))
-	if _, err := register(r.fd, RegisterFilesUpdate, unsafe.Pointer(upd), 1); err != nil {
+	// argument: both live in the Ring, in the heap, where they do not
+	// move (the caller is the owner thread, so they are not shared).
+	f := &r.files
+	f.fd = int32(fd)
+	f.upd = RsrcUpdate{Offset: slot, Data: uint64(uintptr(unsafe.Pointer(&f.fd)))}
+	_, err := register(r.fd, RegisterFilesUpdate, unsafe.Pointer(&f.upd), 1)
+	runtime.KeepAlive(r)
+	if err != nil {
 		return os.NewSyscallError("io_uring_register(FILES_UPDATE)", err)
 	}
 	return nil

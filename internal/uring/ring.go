@@ -46,6 +46,13 @@ type Ring struct {
 		arg GetEventsArg
 		ts  Timespec
 	}
+	// files is UpdateFile's argument, here for the same reason (and so
+	// that each call does not make one: a connection accepted used to
+	// leave its two objects and a Pinner's behind).
+	files struct {
+		upd RsrcUpdate
+		fd  int32
+	}
 }
 
 // NewRing sets up a ring with entries submission slots and the request in
