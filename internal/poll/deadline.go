@@ -44,6 +44,24 @@ func (fd *FD) writeExpired() bool {
 	return w != nil && w.dl.wd.expired()
 }
 
+// await blocks until wake has a token or deadline d passes. While d was
+// never set it has no channel, and the waiter blocks on wake alone: one
+// goroutine parked on one channel, where a select on two costs a second
+// waiting record (sudog) and the deadline's own channel, about 200 B per
+// blocked connection. Setting a deadline signals the waiters' tokens
+// (SetReadDeadline, SetWriteDeadline), so that one blocked on wake alone
+// comes back, sees the deadline and waits on both.
+func (fd *FD) await(wake <-chan struct{}, d *deadline) {
+	if !d.used.Load() {
+		<-wake
+		return
+	}
+	select {
+	case <-wake:
+	case <-d.wait():
+	}
+}
+
 // expiredChan is closed from the start: the cancel channel of a deadline
 // set in the past before it ever had one. It is never closed again: set
 // closes only channels it made.

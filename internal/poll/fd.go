@@ -199,11 +199,17 @@ func (fd *FD) LimitInput(n int) {
 
 // SetReadDeadline sets the deadline for reads; the zero time clears it.
 // Safe for concurrent use.
-func (fd *FD) SetReadDeadline(t time.Time) { fd.deadlines().rd.set(t) }
+func (fd *FD) SetReadDeadline(t time.Time) {
+	fd.deadlines().rd.set(t)
+	fd.signalReadable() // a reader blocked on its token alone looks again (await)
+}
 
 // SetWriteDeadline sets the deadline for writes; the zero time clears it.
 // Safe for concurrent use.
-func (fd *FD) SetWriteDeadline(t time.Time) { fd.deadlines().wd.set(t) }
+func (fd *FD) SetWriteDeadline(t time.Time) {
+	fd.deadlines().wd.set(t)
+	fd.signalWritable() // likewise for a blocked writer
+}
 
 // Control runs f with the descriptor held open, or returns ErrClosed.
 // Safe for concurrent use.

@@ -122,6 +122,9 @@ func (fd *FD) lockInput(n int) error {
 	var wake <-chan struct{}
 	for {
 		if fd.readExpired() {
+			// Pass the news to another blocked reader, which may wait
+			// on its token alone (await).
+			fd.signalReadable()
 			return ErrDeadline
 		}
 		fd.inMu.Lock()
@@ -142,10 +145,7 @@ func (fd *FD) lockInput(n int) error {
 				wake = fd.waits().readable.wait()
 				continue
 			}
-			select {
-			case <-wake:
-			case <-fd.deadlines().rd.wait():
-			}
+			fd.await(wake, &fd.deadlines().rd)
 			continue
 		}
 		if fd.in.Len() >= n {
@@ -173,10 +173,7 @@ func (fd *FD) lockInput(n int) error {
 			wake = fd.waits().readable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		select {
-		case <-wake: // input, its end, or Close
-		case <-fd.deadlines().rd.wait():
-		}
+		fd.await(wake, &fd.deadlines().rd) // input, its end, or Close
 	}
 }
 

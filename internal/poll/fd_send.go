@@ -198,10 +198,7 @@ func (fd *FD) awaitQuiet() error {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		select {
-		case <-wake: // the queue drained, a send error, or Close
-		case <-fd.deadlines().wd.wait():
-		}
+		fd.await(wake, &fd.deadlines().wd) // the queue drained, a send error, or Close
 	}
 }
 

@@ -249,10 +249,7 @@ func (fd *FD) write(src source) (int, error) {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		select {
-		case <-wake: // room, a send error, or Close
-		case <-fd.deadlines().wd.wait():
-		}
+		fd.await(wake, &fd.deadlines().wd) // room, a send error, or Close
 	}
 	return total, nil
 }
@@ -328,6 +325,7 @@ func (fd *FD) userErr() error {
 		return ErrClosed
 	}
 	if fd.writeExpired() {
+		fd.signalWritable() // pass the news to another blocked writer (await)
 		return ErrDeadline
 	}
 	return nil
@@ -401,10 +399,7 @@ func (fd *FD) CloseWrite() error {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		select {
-		case <-wake: // the queue drained, a send error, or Close
-		case <-fd.deadlines().wd.wait():
-		}
+		fd.await(wake, &fd.deadlines().wd) // the queue drained, a send error, or Close
 	}
 }
 
