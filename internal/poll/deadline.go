@@ -30,29 +30,53 @@ type deadline struct {
 type deadlines struct{ rd, wd deadline }
 
 // deadlines returns fd's deadlines, making them if need be.
-func (fd *FD) deadlines() *deadlines { return &fd.waits().dl }
+func (fd *FD) deadlines() *deadlines {
+	w := fd.waits()
+	if d := w.dl.Load(); d != nil {
+		return d
+	}
+	w.dl.CompareAndSwap(nil, new(deadlines))
+	return w.dl.Load()
+}
+
+// setDeadlines returns fd's deadlines if it has any, else nil.
+func (fd *FD) setDeadlines() *deadlines {
+	if w := fd.wait.Load(); w != nil {
+		return w.dl.Load()
+	}
+	return nil
+}
 
 // readExpired and writeExpired report whether the read or write deadline
 // has passed.
 func (fd *FD) readExpired() bool {
-	w := fd.wait.Load()
-	return w != nil && w.dl.rd.expired()
+	d := fd.setDeadlines()
+	return d != nil && d.rd.expired()
 }
 
 func (fd *FD) writeExpired() bool {
-	w := fd.wait.Load()
-	return w != nil && w.dl.wd.expired()
+	d := fd.setDeadlines()
+	return d != nil && d.wd.expired()
 }
 
-// await blocks until wake has a token or deadline d passes. While d was
-// never set it has no channel, and the waiter blocks on wake alone: one
-// goroutine parked on one channel, where a select on two costs a second
-// waiting record (sudog) and the deadline's own channel, about 200 B per
-// blocked connection. Setting a deadline signals the waiters' tokens
-// (SetReadDeadline, SetWriteDeadline), so that one blocked on wake alone
-// comes back, sees the deadline and waits on both.
-func (fd *FD) await(wake <-chan struct{}, d *deadline) {
-	if !d.used.Load() {
+// await blocks until wake has a token or the read (or with write, the
+// write) deadline passes. While that deadline was never set it has no
+// channel (nor, with neither set, any deadlines at all), and the waiter
+// blocks on wake alone: one goroutine parked on one channel, where a
+// select on two costs a second waiting record (sudog) and the deadline's
+// own channel, about 200 B per blocked connection. Setting a deadline
+// signals the waiters' tokens (SetReadDeadline, SetWriteDeadline), so that
+// one blocked on wake alone comes back, sees the deadline and waits on
+// both.
+func (fd *FD) await(wake <-chan struct{}, write bool) {
+	var d *deadline
+	if dl := fd.setDeadlines(); dl != nil {
+		d = &dl.rd
+		if write {
+			d = &dl.wd
+		}
+	}
+	if d == nil || !d.used.Load() {
 		<-wake
 		return
 	}

@@ -85,7 +85,7 @@ type FD struct {
 type waitState struct {
 	readable token
 	writable token
-	dl       deadlines
+	dl       atomic.Pointer[deadlines] // made by the first deadline set or waited on
 	outErr   error // sticky send error; under outMu
 }
 

@@ -58,7 +58,7 @@ func (fd *FD) WaitOutput() error {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		fd.await(wake, &fd.deadlines().wd) // the queue drained, a send error, or Close
+		fd.await(wake, true) // the queue drained, a send error, or Close
 	}
 }
 

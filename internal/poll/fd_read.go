@@ -145,7 +145,7 @@ func (fd *FD) lockInput(n int) error {
 				wake = fd.waits().readable.wait()
 				continue
 			}
-			fd.await(wake, &fd.deadlines().rd)
+			fd.await(wake, false)
 			continue
 		}
 		if fd.in.Len() >= n {
@@ -173,7 +173,7 @@ func (fd *FD) lockInput(n int) error {
 			wake = fd.waits().readable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		fd.await(wake, &fd.deadlines().rd) // input, its end, or Close
+		fd.await(wake, false) // input, its end, or Close
 	}
 }
 

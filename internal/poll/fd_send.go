@@ -198,7 +198,7 @@ func (fd *FD) awaitQuiet() error {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		fd.await(wake, &fd.deadlines().wd) // the queue drained, a send error, or Close
+		fd.await(wake, true) // the queue drained, a send error, or Close
 	}
 }
 

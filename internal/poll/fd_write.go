@@ -249,7 +249,7 @@ func (fd *FD) write(src source) (int, error) {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		fd.await(wake, &fd.deadlines().wd) // room, a send error, or Close
+		fd.await(wake, true) // room, a send error, or Close
 	}
 	return total, nil
 }
@@ -399,7 +399,7 @@ func (fd *FD) CloseWrite() error {
 			wake = fd.waits().writable.wait()
 			continue // check again, now that a signal cannot be lost
 		}
-		fd.await(wake, &fd.deadlines().wd) // the queue drained, a send error, or Close
+		fd.await(wake, true) // the queue drained, a send error, or Close
 	}
 }
 

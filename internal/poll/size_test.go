@@ -27,8 +27,12 @@ func TestDeadlinesMadeOnDemand(t *testing.T) {
 	if fd.wait.Load() != nil {
 		t.Fatal("asking whether a deadline passed made the deadlines")
 	}
+	fd.waits().readable.wait() // a blocked reader's token
+	if fd.setDeadlines() != nil {
+		t.Fatal("a waiter's token made the deadlines")
+	}
 	fd.SetReadDeadline(time.Unix(1, 0))
-	if fd.wait.Load() == nil || !fd.readExpired() || fd.writeExpired() {
+	if fd.setDeadlines() == nil || !fd.readExpired() || fd.writeExpired() {
 		t.Errorf("after a read deadline in the past: read expired %v, write expired %v", fd.readExpired(), fd.writeExpired())
 	}
 }
