@@ -86,7 +86,7 @@ type waitState struct {
 	readable token
 	writable token
 	dl       atomic.Pointer[deadlines] // made by the first deadline set or waited on
-	outErr   error // sticky send error; under outMu
+	outErr   error                     // sticky send error; under outMu
 }
 
 // waits returns fd's waitState, making it if need be.
