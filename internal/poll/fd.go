@@ -76,15 +76,17 @@ type FD struct {
 }
 
 // waitState is the part of an FD that only a connection whose user
-// blocks or sets a deadline needs, or one whose send failed: the waiters'
-// wake-up tokens, the deadlines, the sticky send error. An FD makes it on
-// first use, so that a connection served by a handler carries none of it
-// (docs/RELIABILITY.md, memory per idle connection). The write scratch
-// stays apart: on epoll a handler's replies are sent from its goroutine,
-// which needs the scratch and none of this.
+// blocks, sets a deadline or calls Write needs, or one whose send failed:
+// the waiters' wake-up tokens, the deadlines, Write's source, the sticky
+// send error. An FD makes it on first use, so that a connection served by
+// a handler carries none of it (docs/RELIABILITY.md, memory per idle
+// connection). The write scratch stays apart: on epoll a handler's
+// replies are sent from its goroutine, which needs the scratch and none of
+// this.
 type waitState struct {
 	readable token
 	writable token
+	slice    sliceSource               // Write's, under wmu
 	dl       atomic.Pointer[deadlines] // made by the first deadline set or waited on
 	outErr   error                     // sticky send error; under outMu
 }

@@ -120,12 +120,11 @@ func (s *sliceSource) slices(dst [][]byte) [][]byte { return append(dst, s.p) }
 func (s *sliceSource) advance(n int)                { s.p = s.p[n:] }
 
 // writeScratch is a writer's reusable scratch, under wmu. An FD makes it on
-// the first Write, or the first queued copy or direct send of a Writer's
-// buffer: a handler whose replies move into the queue whole never does, so
-// its idle connections do not carry these 64 bytes.
+// the first send from a writer's goroutine (DirectWrite) or the first
+// queued copy of a Writer's buffer: a handler whose replies move into the
+// queue whole never does, so its idle connections do not carry it.
 type writeScratch struct {
 	iov    [][]byte
-	slice  sliceSource
 	iovecs *Iovecs // made on the first gathered send: 1 KiB most never need
 }
 
@@ -167,10 +166,10 @@ func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release(); s
 // serialized and never interleave.
 func (fd *FD) Write(p []byte) (int, error) {
 	fd.wmu.Lock()
-	ws := fd.scratch()
-	ws.slice.p = p // reused under wmu: a new one per call would escape
-	n, err := fd.write(&ws.slice)
-	ws.slice.p = nil
+	w := fd.waits()
+	w.slice.p = p // reused under wmu: a new one per call would escape
+	n, err := fd.write(&w.slice)
+	w.slice.p = nil
 	fd.wmu.Unlock() // not deferred: write does not panic, and this runs per request
 	return n, err
 }
@@ -289,8 +288,16 @@ func (fd *FD) queue(src source, room int) int {
 		out.Splice(s.b)
 		return n
 	}
-	n := 0
 	out := fd.output()
+	if s, ok := src.(*sliceSource); ok {
+		// One slice: no gather list, so that a Write on an engine whose
+		// loop sends needs no write scratch.
+		p := s.p[:min(len(s.p), room)]
+		out.Append(p)
+		s.advance(len(p))
+		return len(p)
+	}
+	n := 0
 	ws := fd.scratch()
 	ws.iov = src.slices(ws.iov[:0])
 	for _, p := range ws.iov {
