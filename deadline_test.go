@@ -27,9 +27,9 @@ func TestDeadlineWakesBlockedReaders(t *testing.T) {
 					errs <- err
 				}()
 			}
-			// Let them block; should they not have yet, their reads meet
+			// Wait until one has blocked; those that have not yet meet
 			// the deadline at once, and the test asks the same of them.
-			time.Sleep(20 * time.Millisecond)
+			tsEventually(t, "a reader to block", c.fd.ReaderWaited)
 			c.SetReadDeadline(time.Now().Add(ahead))
 			for range readers {
 				select {

@@ -145,6 +145,13 @@ func (fd *FD) Buffers() (in, out bool) {
 // it.
 func (fd *FD) HasWriteScratch() bool { return fd.ws != nil }
 
+// ReaderWaited reports whether a reader has ever blocked on fd (it made
+// the readable token). Tests use it to wait until a reader blocks.
+func (fd *FD) ReaderWaited() bool {
+	w := fd.wait.Load()
+	return w != nil && w.readable.c.Load() != nil
+}
+
 // scratch returns the FD's write scratch, making it if need be. Call with
 // wmu held.
 func (fd *FD) scratch() *writeScratch {
