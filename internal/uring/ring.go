@@ -46,9 +46,8 @@ type Ring struct {
 		arg GetEventsArg
 		ts  Timespec
 	}
-	// files is UpdateFile's argument, here for the same reason (and so
-	// that each call does not make one: a connection accepted used to
-	// leave its two objects and a Pinner's behind).
+	// files is UpdateFile's argument, here for the same reason, and so
+	// that a call allocates nothing.
 	files struct {
 		upd RsrcUpdate
 		fd  int32
