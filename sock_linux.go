@@ -3,7 +3,6 @@ package ringpoll
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"runtime"
 	"unsafe"
@@ -93,7 +92,7 @@ func accept4(lfd int, network string) (int, remote, error) {
 		if err != nil {
 			return -1, remote{}, err
 		}
-		return fd, sockaddrToRemote(sa, network), nil
+		return fd, unixRemote(sa), nil
 	}
 	var sa unix.RawSockaddrInet6 // room for either family
 	n := uint32(unsafe.Sizeof(sa))
@@ -113,7 +112,7 @@ func accept4(lfd int, network string) (int, remote, error) {
 func peerAddr(fd int, network string) remote {
 	if network == "unix" {
 		sa, _ := unix.Getpeername(fd)
-		return sockaddrToRemote(sa, network)
+		return unixRemote(sa)
 	}
 	var sa unix.RawSockaddrInet6 // room for either family
 	n := uint32(unsafe.Sizeof(sa))
@@ -124,24 +123,11 @@ func peerAddr(fd int, network string) remote {
 	return remote{ap: mmsg.DecodeAddr(&sa, n)}
 }
 
-// sockaddrToRemote converts an accepted socket's peer address: an IP
-// address as a value, which makes nothing on the heap.
-func sockaddrToRemote(sa unix.Sockaddr, network string) remote {
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return remote{ap: netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))}
-	case *unix.SockaddrInet6:
-		a := netip.AddrFrom16(sa.Addr)
-		if sa.ZoneId != 0 {
-			a = a.WithZone(fmt.Sprint(sa.ZoneId))
-		}
-		return remote{ap: netip.AddrPortFrom(a, uint16(sa.Port))}
-	case nil:
-		if network != "unix" {
-			return remote{} // a peer gone before getpeername: an empty TCPAddr
-		}
-	}
-	return remote{addr: sockaddrToAddr(sa, network)}
+// unixRemote is a Unix socket's peer address; a peer without one (an
+// unnamed socket, or one gone before getpeername) gets an empty UnixAddr.
+// IP peers are read as values instead (accept4, peerAddr).
+func unixRemote(sa unix.Sockaddr) remote {
+	return remote{addr: sockaddrToAddr(sa, "unix")}
 }
 
 // localAddr returns fd's local address, or nil if it cannot be read.
