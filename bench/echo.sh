@@ -36,6 +36,11 @@
 #   LOOPS=               ringecho -loops (empty: the library default)
 #   REPEATS=3            rounds
 #   CONNS=100  SIZE=1024 connections and message size
+#   PROTO=echo           echo, or rpc (length-prefixed requests, each
+#                        answered from a buffer of the server's own; see
+#                        internal/rpcframe; SIZE is the payload)
+#   DEPTH=1              messages in flight per connection (ringload
+#                        -depth; 1 is strict ping-pong)
 #   RATE=0               offered load in requests/s over all connections
 #                        (ringload -rate; 0: as fast as replies come)
 #   WARMUP=2  DURATION=10   seconds (decimals allowed)
@@ -63,6 +68,8 @@ LOOPS="${LOOPS:-}"
 REPEATS="${REPEATS:-3}"
 CONNS="${CONNS:-100}"
 SIZE="${SIZE:-1024}"
+PROTO="${PROTO:-echo}"
+DEPTH="${DEPTH:-1}"
 RATE="${RATE:-0}"
 WARMUP="${WARMUP:-2}"
 DURATION="${DURATION:-10}"
@@ -82,11 +89,13 @@ is_int() { [[ $1 =~ ^[0-9]+$ ]]; }
 is_num "$WARMUP" || die "WARMUP=$WARMUP: want seconds, e.g. 2 or 0.5"
 is_num "$DURATION" || die "DURATION=$DURATION: want seconds, e.g. 10"
 is_num "$RATE" || die "RATE=$RATE: want requests per second, e.g. 20000 (0: unpaced)"
-for v in REPEATS CONNS SIZE BASE_PORT; do
+for v in REPEATS CONNS SIZE DEPTH BASE_PORT; do
 	is_int "${!v}" || die "$v=${!v}: want a whole number"
 done
 ((REPEATS >= 1)) || die "REPEATS=$REPEATS: want at least 1"
 [[ $API == handler || $API == inline || $API == conn ]] || die "API=$API: want handler, inline or conn"
+[[ $PROTO == echo || $PROTO == rpc ]] || die "PROTO=$PROTO: want echo or rpc"
+[[ $PROTO == echo || $C_URING == 0 ]] || die "PROTO=rpc: the C liburing server only echoes; leave C_URING=0"
 for tool in go taskset timeout awk sort; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
@@ -151,7 +160,7 @@ cmask="$(cpu_mask "$CLIENT_CPUS")"
 if [[ $smask =~ ^[0-9a-f]{1,15}$ && $cmask =~ ^[0-9a-f]{1,15}$ ]] && (((16#$smask & 16#$cmask) != 0)); then
 	echo "warning:   server and client share CPUs; results are not comparable to BASELINE.md"
 fi
-echo "load:      ${CONNS} conns, ${SIZE} B strict ping-pong, warm-up ${WARMUP}s, measured ${DURATION}s, ${REPEATS} rounds of: ${SERVERS[*]}"
+echo "load:      ${CONNS} conns, ${PROTO} ${SIZE} B, ${DEPTH} in flight per connection, warm-up ${WARMUP}s, measured ${DURATION}s, ${REPEATS} rounds of: ${SERVERS[*]}"
 echo "loadavg:   $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews results)"
 if ! command -v perf >/dev/null; then
 	echo "warning:   perf not found; syscalls per request will be n/a"
@@ -203,7 +212,7 @@ start_server() {
 	local name=$1 port=$2 log=$3
 	local cmd
 	if [[ $name == std ]]; then
-		cmd=("$WORK/ringload" -serve-std -addr "127.0.0.1:$port")
+		cmd=("$WORK/ringload" -serve-std -addr "127.0.0.1:$port" -proto "$PROTO")
 	elif [[ $name == c-liburing ]]; then
 		cmd=("$WORK/uring_echo" "$port")
 	else
@@ -212,7 +221,7 @@ start_server() {
 		bin="$(ringecho_bin "$name")"
 		[[ $name == base:* ]] && name=${name#base:}
 		IFS=/ read -r engine api extras <<<"$name"
-		cmd=("$bin" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}")
+		cmd=("$bin" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}" -proto "$PROTO")
 		[[ -n $LOOPS ]] && cmd+=(-loops "$LOOPS")
 		IFS=, read -ra extras <<<"$extras"
 		for item in "${extras[@]}"; do
@@ -306,7 +315,7 @@ run_one() {
 		echo "echo.sh: warning: PID $SERVER_PID is '$comm', not the server" >&2
 
 	taskset -c "$CLIENT_CPUS" timeout --kill-after=5 "$timeout_s" \
-		"$WORK/ringload" -addr "127.0.0.1:$port" -conns "$CONNS" -size "$SIZE" \
+		"$WORK/ringload" -addr "127.0.0.1:$port" -conns "$CONNS" -size "$SIZE" -proto "$PROTO" -depth "$DEPTH" \
 		-rate "$RATE" -warmup "${WARMUP}s" -duration "${DURATION}s" -server-pid "$SERVER_PID" -json \
 		>"$json" 2>"$errf" </dev/null || rc=$?
 	stop_server

@@ -63,6 +63,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")
+	bufRing := fs.String("buffer-ring", "", "io_uring: the loops' provided buffers as count,size, e.g. 64,16384 (ringpoll.WithBufferRing; empty: the library default)")
 	batchWait := fs.Duration("batch-wait", 50*time.Microsecond, "with -batch, the longest a loop waits for the batch once a completion is ready")
 	keepP := fs.Bool("keep-p", false, "io_uring loops keep their Go processor while they sleep (ringpoll.WithLoopKeepsP; needs GOMAXPROCS above -loops)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
@@ -106,6 +107,13 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	opts := append([]ringpoll.Option{ringpoll.WithEngine(engine), ringpoll.WithLogger(log)}, placement...)
 	if *loops != 0 {
 		opts = append(opts, ringpoll.WithLoops(*loops))
+	}
+	if *bufRing != "" {
+		var count, size int
+		if _, err := fmt.Sscanf(*bufRing, "%d,%d", &count, &size); err != nil {
+			return fmt.Errorf("-buffer-ring %q: want count,size, e.g. 64,16384", *bufRing)
+		}
+		opts = append(opts, ringpoll.WithBufferRing(count, size))
 	}
 	if *batch != 0 {
 		opts = append(opts, ringpoll.WithCompletionBatch(*batch, *batchWait))
@@ -179,6 +187,8 @@ func dumpStatsOnSignal(ln *ringpoll.Listener, path string, log *slog.Logger) fun
 				t.CQEs += s.CQEs
 				t.BytesIn += s.BytesIn
 				t.BytesOut += s.BytesOut
+				t.ENOBUFS += s.ENOBUFS
+				t.Rearms += s.Rearms
 			}
 			t.Syscalls = t.Enters + t.EpollWaits
 			if err := benchfmt.WriteLoopTotals(path, t); err != nil {

@@ -151,6 +151,10 @@ type LoopTotals struct {
 	CQEs       uint64 `json:"cqes"`
 	BytesIn    uint64 `json:"bytes_in"`
 	BytesOut   uint64 `json:"bytes_out"`
+	// ENOBUFS counts receives that found every provided buffer in use,
+	// Rearms the multishot requests armed again (io_uring only).
+	ENOBUFS uint64 `json:"enobufs,omitempty"`
+	Rearms  uint64 `json:"rearms,omitempty"`
 	// Packets counts the datagrams a UDP server received.
 	Packets uint64 `json:"packets,omitempty"`
 }
