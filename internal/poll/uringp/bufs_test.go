@@ -3,6 +3,7 @@
 package uringp
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -215,4 +216,82 @@ func TestBufPoolArenaWaitsForIncrementalPieces(t *testing.T) {
 		t.Fatalf("getArena: %v, the pool's arena %v", err, a == b.arena)
 	}
 	putArena(a)
+}
+
+// TestBufPoolKeepsRingWarm: the ring holds only the buffers a few turns
+// take (target, from about a megabyte), the rest wait on spare; the last
+// buffers back from their readers go in first; target grows when a turn
+// takes more than half of it or the ring runs dry, and falls back to its
+// floor after a window of quiet turns.
+func TestBufPoolKeepsRingWarm(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+	const count, size = 64, 64 << 10
+	// Failures return an error: t.Fatal must not run off the test's
+	// goroutine.
+	err := onLockedThread(func() error {
+		r, err := newLoopRing(8, 16)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		l := &loop{ring: r}
+		b, err := newBufPool(l, count, size, false)
+		if err != nil {
+			return err
+		}
+		l.bufs = b
+		defer b.close()
+		if b.target != 16 || b.inRingN != 16 || len(b.spare) != count-16 {
+			return fmt.Errorf("a new pool: target %d, %d in the ring, %d spare; want 16, 16, %d", b.target, b.inRingN, len(b.spare), count-16)
+		}
+		// The ring's head is buffer 0: the kernel takes 0-3 in order.
+		for bid := range uint16(4) {
+			b.fill(bid, 100, false, true)
+		}
+		b.refs[3].Release()
+		b.refs[1].Release()
+		l.replenish()
+		if b.target != 16 || b.inRingN != 16 {
+			return fmt.Errorf("after a turn that took 4: target %d, %d in the ring; want 16, 16", b.target, b.inRingN)
+		}
+		// Back in: 1 and 3, then the two longest unused (16 and 17).
+		for _, bid := range []uint16{1, 3, 16, 17} {
+			if slices.Contains(b.spare, bid) {
+				return fmt.Errorf("buffer %d is on spare, want it in the ring; spare top %v", bid, b.spare[len(b.spare)-4:])
+			}
+		}
+		if len(b.spare) != count-18 {
+			return fmt.Errorf("%d spare, want %d", len(b.spare), count-18)
+		}
+		// A turn that takes 12 (more than half of 16) raises target to 24.
+		for range 12 {
+			b.took()
+		}
+		l.replenish()
+		if b.target != 24 || b.inRingN != 24 {
+			return fmt.Errorf("after a turn that took 12: target %d, %d in the ring; want 24, 24 (topped up from spare)", b.target, b.inRingN)
+		}
+		// The ring runs dry with buffers on spare: target doubles and the
+		// ring is filled at once, as far as spare goes.
+		for range 24 {
+			b.took()
+		}
+		spare := len(b.spare)
+		if !b.ranDry() || b.target != 48 || b.inRingN != min(48, spare) {
+			return fmt.Errorf("ran dry: target %d, %d in the ring, %d spare; want 48 and the ring refilled", b.target, b.inRingN, len(b.spare))
+		}
+		// Two windows with nothing taken: back to the floor.
+		for range 2 * windowTurns {
+			l.replenish()
+		}
+		if b.target != 16 {
+			return fmt.Errorf("after two quiet windows: target %d, want 16", b.target)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

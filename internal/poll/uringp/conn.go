@@ -223,7 +223,8 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 		// CQE): then no later return would re-arm c, so re-arm it now.
 		// If the kernel has taken those too, their CQEs come first and
 		// the next ENOBUFS starves c for real.
-		if !l.bufs.empty() {
+		// Buffers may also wait on spare: the ring gets more of them.
+		if l.bufs.ranDry() {
 			break
 		}
 		if !c.starved {
