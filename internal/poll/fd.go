@@ -40,6 +40,13 @@ type FD struct {
 	// inHint is the input buffer's grow hint, kept for the buffer fd
 	// takes after giving its own back (inMu).
 	inHint int32
+	// inLen is in.Len() for Len, which reads it without inMu (a handler
+	// asks several times a request): stored under inMu when the length
+	// changed (syncLen), -1 while it does not fit.
+	inLen atomic.Int32
+	// inWant is the bytes a blocked reader needs held (inMu), at most
+	// math.MaxInt32 (the high-water marks are int32 too).
+	inWant int32
 
 	// Loop is the loop serving this FD; Engine.Register sets it.
 	Loop Loop
@@ -64,7 +71,6 @@ type FD struct {
 	in      *buf.LinkBuffer
 	inErr   error  // io.EOF or a read error; sticky
 	inTotal uint64 // input bytes ever added (InputCommit, InputRef); inMu
-	inWant  int    // bytes a blocked reader needs held
 
 	wmu   sync.Mutex
 	outMu sync.Mutex

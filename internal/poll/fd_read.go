@@ -2,6 +2,7 @@ package poll
 
 import (
 	"io"
+	"math"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
@@ -55,6 +56,7 @@ func (fd *FD) InputCommit(n int) (more bool) {
 		in.SetGrowHint(0)
 	}
 	more = fd.checkInputHigh()
+	fd.syncLen()
 	fd.inMu.Unlock()
 	fd.touch()
 	return more
@@ -69,6 +71,7 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 	fd.input().AppendRef(p, owner)
 	fd.inTotal += uint64(len(p))
 	more = fd.checkInputHigh()
+	fd.syncLen()
 	fd.inMu.Unlock()
 	fd.touch()
 	return more
@@ -79,7 +82,7 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
 // engine whose kernel reads ahead caps its next receive with it.
 func (fd *FD) InputRoom() int {
 	fd.inMu.Lock()
-	n := max(int(fd.inHigh), fd.inWant) - fd.in.Held()
+	n := int(max(fd.inHigh, fd.inWant)) - fd.in.Held()
 	fd.inMu.Unlock()
 	return n
 }
@@ -87,7 +90,7 @@ func (fd *FD) InputRoom() int {
 // checkInputHigh pauses input at the high-water mark, or higher when a
 // blocked reader needs more. Called with inMu held.
 func (fd *FD) checkInputHigh() bool {
-	if fd.in.Held() >= max(int(fd.inHigh), fd.inWant) {
+	if fd.in.Held() >= int(max(fd.inHigh, fd.inWant)) {
 		fd.inPaused = true
 	}
 	return !fd.inPaused
@@ -157,8 +160,8 @@ func (fd *FD) lockInput(n int) error {
 			fd.signalReadable() // pass the news to the next blocked reader
 			return err
 		}
-		fd.inWant = fd.in.Held() - fd.in.Len() + n
-		resume := fd.inPaused && fd.inWant > fd.in.Held()
+		fd.inWant = int32(min(fd.in.Held()-fd.in.Len()+n, math.MaxInt32))
+		resume := fd.inPaused && int(fd.inWant) > fd.in.Held()
 		if resume {
 			fd.inPaused = false
 		}
@@ -203,6 +206,7 @@ func (fd *FD) unlockInput() {
 		fd.inPaused = false
 	}
 	more := fd.in.Len() > 0 || fd.inErr != nil
+	fd.syncLen()
 	fd.inMu.Unlock()
 	if more {
 		fd.signalReadable()
@@ -328,10 +332,26 @@ func (fd *FD) Release() {
 
 // Len returns the number of input bytes readable without blocking.
 func (fd *FD) Len() int {
+	if n := fd.inLen.Load(); n >= 0 {
+		return int(n)
+	}
 	fd.inMu.Lock()
 	n := fd.in.Len()
 	fd.inMu.Unlock()
 	return n
+}
+
+// syncLen stores the input's length for Len if it changed. Called with
+// inMu held, after anything that may change the length and before the
+// unlock.
+func (fd *FD) syncLen() {
+	n := int32(-1)
+	if l := fd.in.Len(); l <= math.MaxInt32 {
+		n = int32(l)
+	}
+	if fd.inLen.Load() != n {
+		fd.inLen.Store(n)
+	}
 }
 
 // InputState returns, in one look, the number of input bytes readable

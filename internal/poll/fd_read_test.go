@@ -4,8 +4,11 @@ package poll
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
+
+	"github.com/ringpoll/ringpoll/internal/buf"
 )
 
 // TestWriteToLends: while WriteTo's writer holds a chunk, Release frees
@@ -57,3 +60,72 @@ func TestWriteToLends(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestLenWithoutLock: Len, which reads a copy of the input's length kept
+// beside it, says what the input under its lock says after every way the
+// length changes: input from the loop, by copy or by reference, Next,
+// Skip, Read, Until, Slice, WriteTo, and the FD's end.
+func TestLenWithoutLock(t *testing.T) {
+	fd, _, _ := lifeFD(t)
+	locked := func() int {
+		fd.inMu.Lock()
+		defer fd.inMu.Unlock()
+		return fd.in.Len()
+	}
+	step := func(what string, want int) {
+		t.Helper()
+		if n, l := fd.Len(), locked(); n != want || l != want {
+			t.Fatalf("after %s: Len %d, the input's length %d; want %d", what, n, l, want)
+		}
+	}
+	input := func(s string) {
+		p := fd.InputSpace(len(s))
+		copy(p, s)
+		fd.InputCommit(len(s))
+		fd.InputReady()
+	}
+	step("nothing", 0)
+	input("hello, world\n")
+	step("input", 13)
+	var o owner
+	fd.InputRef([]byte("by ref\n"), &o)
+	step("input by reference", 20)
+	if _, err := fd.Peek(5); err != nil {
+		t.Fatal(err)
+	}
+	step("Peek", 20)
+	if _, err := fd.Next(5); err != nil {
+		t.Fatal(err)
+	}
+	step("Next", 15)
+	if err := fd.Skip(2); err != nil {
+		t.Fatal(err)
+	}
+	step("Skip", 13)
+	fd.Release()
+	step("Release", 13)
+	if n, err := fd.Read(make([]byte, 3)); n != 3 || err != nil {
+		t.Fatalf("Read: %d, %v", n, err)
+	}
+	step("Read", 10)
+	if _, err := fd.Until('\n'); err != nil {
+		t.Fatal(err)
+	}
+	step("Until", 7)
+	var dst buf.LinkBuffer
+	if _, err := fd.Slice(3, &dst); err != nil {
+		t.Fatal(err)
+	}
+	step("Slice", 4)
+	dst.Release()
+	// A writer that fails ends WriteTo with the turn's bytes consumed.
+	failed := errors.New("stop")
+	if n, err := fd.WriteTo(writerFunc(func(p []byte) (int, error) { return len(p), failed })); n != 4 || err != failed {
+		t.Fatalf("WriteTo: %d, %v", n, err)
+	}
+	step("WriteTo", 0)
+	input("left behind")
+	step("input again", 11)
+	fd.destroy()
+	step("the end", 0)
+}

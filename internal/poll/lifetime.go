@@ -148,6 +148,7 @@ func (fd *FD) destroy() {
 		}
 	}
 	fd.inHeld = false
+	fd.syncLen()
 	fd.inMu.Unlock()
 
 	fd.outMu.Lock()
