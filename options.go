@@ -240,7 +240,11 @@ func WithLogger(l *slog.Logger) Option {
 // without a copy; the buffer goes back to the kernel once every reader of
 // a piece of it released it. Smaller buffers are taken whole by each
 // receive. Default: 256 buffers of 64 KiB where the kernel consumes
-// incrementally, else 4096 of 4 KiB; 16 MiB per loop either way. One
+// incrementally, else 4096 of 4 KiB; 16 MiB per loop either way. The
+// loop lends the kernel only as many as a few of its turns fill (from
+// 1 MiB of them, more as load needs), the last released first, so that
+// receives land in memory still in the CPU's caches; count bounds what
+// it may lend under load. One
 // connection may hold at most a quarter of the ring's bytes (its input
 // high-water mark is lowered to fit). Epoll and uring-reactor ignore it.
 func WithBufferRing(count, size int) Option {
