@@ -33,27 +33,47 @@ func (fd *FD) input() *buf.LinkBuffer {
 	return fd.in
 }
 
-// maxInHint bounds the grow hint fd keeps (buf caps its own lower).
-const maxInHint = 1 << 30
+// maxInHint bounds the grow hint fd keeps (buf caps its own lower), and
+// maxClassHint the hint a burst that ended short asks for: buf's largest
+// pooled node.
+const (
+	maxInHint    = 1 << 30
+	maxClassHint = 64 << 10
+)
 
 // InputCommit records n bytes read into the last InputSpace. It reports
 // whether the FD wants more input; when it does not, the loop stops reading
 // until Resume.
-func (fd *FD) InputCommit(n int) (more bool) {
+func (fd *FD) InputCommit(n int) (more bool) { return fd.InputCommitBurst(n, n) }
+
+// InputCommitBurst is InputCommit for a read that brings the bytes read
+// since the socket last became readable to burst (n of them by this
+// read). The burst sizes the next input node: a read that filled its
+// space asks for one twice as big, so bulk streams take fewer syscalls; a
+// short read (the burst's end, as a rule) asks for one twice the burst,
+// up to maxClassHint, so that the next burst of that size comes in one
+// read that comes out short (16 KiB messages: one read, where nodes grown
+// from ReadSize took three); a burst under ReadSize/2 goes back to
+// ReadSize nodes. fd keeps the hint too, for the next buffer it takes
+// after giving this one back.
+func (fd *FD) InputCommitBurst(n, burst int) (more bool) {
 	fd.inMu.Lock()
 	in := fd.input()
 	space := in.Space()
 	in.Commit(n)
 	fd.inTotal += uint64(n)
-	// A read that filled its space asks for bigger nodes, so bulk streams
-	// take fewer syscalls; a short one goes back to small nodes. fd keeps
-	// the hint too, for the next buffer it takes after giving this one back.
-	if n == space {
-		fd.inHint = int32(min(2*n, maxInHint))
-		in.SetGrowHint(int(fd.inHint))
-	} else if n < space/2 {
-		fd.inHint = 0
-		in.SetGrowHint(0)
+	hint := fd.inHint
+	switch {
+	case n == space:
+		hint = int32(min(2*n, maxInHint))
+	case burst < ReadSize/2:
+		hint = 0
+	default:
+		hint = int32(min(2*burst, maxClassHint))
+	}
+	if hint != fd.inHint {
+		fd.inHint = hint
+		in.SetGrowHint(int(hint))
 	}
 	more = fd.checkInputHigh()
 	fd.syncLen()

@@ -129,3 +129,65 @@ func TestLenWithoutLock(t *testing.T) {
 	fd.destroy()
 	step("the end", 0)
 }
+
+// TestInputBurstSizesNodes: reads that fill their space grow the next
+// node; a burst that ends short sizes the next node to twice the burst
+// (so that a burst like it comes in one read), up to maxClassHint; a
+// small burst goes back to ReadSize nodes.
+func TestInputBurstSizesNodes(t *testing.T) {
+	fd, _, _ := lifeFD(t)
+	burst := 0
+	// read "reads" n bytes into the input as ReadReady does and returns
+	// the space it had.
+	read := func(n int) int {
+		t.Helper()
+		p := fd.InputSpace(ReadSize)
+		if len(p) < n {
+			t.Fatalf("InputSpace gave %d bytes, want at least %d", len(p), n)
+		}
+		burst += n
+		fd.InputCommitBurst(n, burst)
+		return len(p)
+	}
+	// drain consumes and releases the input, ending the burst: the next
+	// read takes a new buffer, sized by the hint.
+	drain := func() {
+		t.Helper()
+		if _, err := fd.Next(fd.Len()); err != nil {
+			t.Fatal(err)
+		}
+		fd.Release()
+		burst = 0
+	}
+	if got := read(ReadSize); got != ReadSize {
+		t.Fatalf("first read: %d bytes of space, want %d", got, ReadSize)
+	}
+	if got := read(2 * ReadSize); got != 2*ReadSize {
+		t.Fatalf("after a full read: %d bytes of space, want %d", got, 2*ReadSize)
+	}
+	if got := read(ReadSize); got != 4*ReadSize {
+		t.Fatalf("after two full reads: %d bytes of space, want %d", got, 4*ReadSize)
+	}
+	drain() // a burst of 4 x ReadSize that ended short
+	if got := read(4 * ReadSize); got != 8*ReadSize {
+		t.Fatalf("after a burst of %d: %d bytes of space, want %d (one read for a burst like it)", 4*ReadSize, got, 8*ReadSize)
+	}
+	drain()
+	if got := read(100); got != 8*ReadSize {
+		t.Fatalf("the same burst again: %d bytes of space, want %d", got, 8*ReadSize)
+	}
+	drain() // a small burst
+	if got := read(100); got != ReadSize {
+		t.Fatalf("after a burst of 100 bytes: %d bytes of space, want %d", got, ReadSize)
+	}
+	drain()
+	// A long burst that ended short asks for at most maxClassHint: full
+	// reads of 4, 8 and 16 KiB, then 20,000 bytes into 32 KiB.
+	for _, n := range []int{ReadSize, 2 * ReadSize, 4 * ReadSize, 20000} {
+		read(n)
+	}
+	drain()
+	if got := read(1); got != maxClassHint {
+		t.Fatalf("after a burst of %d: %d bytes of space, want %d", maxClassHint, got, maxClassHint)
+	}
+}

@@ -27,7 +27,7 @@ func ReadReady(fd *FD, short bool, st *Stats) (again bool) {
 		return false
 	}
 	got := false
-	for budget := ReadBudget; ; {
+	for budget, burst := ReadBudget, 0; ; {
 		p := fd.InputSpace(ReadSize)
 		if p == nil {
 			break
@@ -35,8 +35,9 @@ func ReadReady(fd *FD, short bool, st *Stats) (again bool) {
 		n, err := Read(fd.Sysfd, p)
 		if n > 0 {
 			got = true
+			burst += n
 			st.BytesIn.Add(uint64(n))
-			if !fd.InputCommit(n) || (short && n < len(p)) {
+			if !fd.InputCommitBurst(n, burst) || (short && n < len(p)) {
 				break
 			}
 			if budget -= n; budget <= 0 {
