@@ -204,8 +204,9 @@ func (b *bufPool) topUp() bool {
 	return true
 }
 
-// ranDry records that the kernel found the ring empty (ENOBUFS): target
-// doubles, and the ring is topped up from spare at once. It reports
+// ranDry runs when the kernel found the ring empty (ENOBUFS). If the ring
+// is still empty as the loop sees it and buffers wait on spare, target
+// doubles and the ring is topped up from spare at once. It reports
 // whether the ring has buffers again. Loop only.
 func (b *bufPool) ranDry() bool {
 	if b.empty() && len(b.spare) > 0 {
