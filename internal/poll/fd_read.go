@@ -41,28 +41,26 @@ const (
 	maxClassHint = 64 << 10
 )
 
-// InputCommit records n bytes read into the last InputSpace. It reports
-// whether the FD wants more input; when it does not, the loop stops reading
-// until Resume.
-func (fd *FD) InputCommit(n int) (more bool) { return fd.InputCommitBurst(n, n) }
-
-// InputCommitBurst is InputCommit for a read that brings the bytes read
-// since the socket last became readable to burst (n of them by this
-// read). The burst sizes the next input node: a read that filled its
-// space asks for one twice as big, so bulk streams take fewer syscalls; a
-// short read (the burst's end, as a rule) asks for one twice the burst,
-// up to maxClassHint, so that the next burst of that size comes in one
-// read that comes out short (16 KiB messages: one read, where nodes grown
-// from ReadSize took three); a burst under ReadSize/2 goes back to
-// ReadSize nodes. fd keeps the hint too, for the next buffer it takes
-// after giving this one back.
-func (fd *FD) InputCommitBurst(n, burst int) (more bool) {
+// InputCommit records n bytes read into the last InputSpace, which bring
+// the bytes read since the socket last became readable to burst. It
+// reports whether the FD wants more input; when it does not, the loop
+// stops reading until Resume.
+//
+// The burst sizes the next input node: a read that filled its space asks
+// for one twice as big, so bulk streams take fewer syscalls; a short read
+// (the burst's end, as a rule) asks for one twice the burst, up to
+// maxClassHint, so that the next burst of that size comes in one read
+// that comes out short (16 KiB messages: one read, where nodes grown from
+// ReadSize took three); a burst under ReadSize/2 goes back to ReadSize
+// nodes. fd keeps the hint too, for the next buffer it takes after giving
+// this one back.
+func (fd *FD) InputCommit(n, burst int) (more bool) {
 	fd.inMu.Lock()
 	in := fd.input()
 	space := in.Space()
 	in.Commit(n)
 	fd.inTotal += uint64(n)
-	hint := fd.inHint
+	var hint int32
 	switch {
 	case n == space:
 		hint = int32(min(2*n, maxInHint))

@@ -20,7 +20,7 @@ func TestWriteToLends(t *testing.T) {
 	input := func(s string) {
 		p := fd.InputSpace(len(s))
 		copy(p, s)
-		fd.InputCommit(len(s))
+		fd.InputCommit(len(s), len(s))
 		fd.InputReady()
 	}
 	input("first")
@@ -81,7 +81,7 @@ func TestLenWithoutLock(t *testing.T) {
 	input := func(s string) {
 		p := fd.InputSpace(len(s))
 		copy(p, s)
-		fd.InputCommit(len(s))
+		fd.InputCommit(len(s), len(s))
 		fd.InputReady()
 	}
 	step("nothing", 0)
@@ -146,7 +146,7 @@ func TestInputBurstSizesNodes(t *testing.T) {
 			t.Fatalf("InputSpace gave %d bytes, want at least %d", len(p), n)
 		}
 		burst += n
-		fd.InputCommitBurst(n, burst)
+		fd.InputCommit(n, burst)
 		return len(p)
 	}
 	// drain consumes and releases the input, ending the burst: the next

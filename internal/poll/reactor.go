@@ -37,7 +37,7 @@ func ReadReady(fd *FD, short bool, st *Stats) (again bool) {
 			got = true
 			burst += n
 			st.BytesIn.Add(uint64(n))
-			if !fd.InputCommitBurst(n, burst) || (short && n < len(p)) {
+			if !fd.InputCommit(n, burst) || (short && n < len(p)) {
 				break
 			}
 			if budget -= n; budget <= 0 {

@@ -189,11 +189,11 @@ func newBufPool(l *loop, count, size int, inc bool) (*bufPool, error) {
 }
 
 // topUp moves buffers from the top of spare into the ring until it holds
-// target, and reports whether it moved any. Loop only.
-func (b *bufPool) topUp() bool {
+// target. Loop only.
+func (b *bufPool) topUp() {
 	n := min(b.target-b.inRingN, len(b.spare))
 	if n <= 0 {
-		return false
+		return
 	}
 	top := len(b.spare) - 1
 	for i := range n {
@@ -201,7 +201,6 @@ func (b *bufPool) topUp() bool {
 	}
 	b.spare = b.spare[:top+1-n]
 	b.ring.Advance(n)
-	return true
 }
 
 // ranDry runs when the kernel found the ring empty (ENOBUFS). If the ring
