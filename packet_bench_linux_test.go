@@ -50,8 +50,8 @@ const pbQueued = 2000
 // a function that queues pbQueued datagrams to it.
 func pbSetup(b *testing.B) (*PacketConn, func()) {
 	r, s := pcListen(b, EngineEpoll, "udp4", "127.0.0.1:0"), pcListen(b, EngineEpoll, "udp4", "127.0.0.1:0")
-	r.raw.Control(func(fd uintptr) {
-		if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20); err != nil {
+	r.control(func(fd int) {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20); err != nil {
 			b.Skipf("SO_RCVBUFFORCE (needs CAP_NET_ADMIN): %v", err)
 		}
 	})
@@ -89,7 +89,7 @@ func BenchmarkPacketRecv(b *testing.B) {
 		r, fill := pbSetup(b)
 		buf := make([]byte, 2048)
 		pbDrain(b, fill, func() int {
-			if _, _, err := r.uc.ReadFromUDPAddrPort(buf); err != nil {
+			if _, _, err := pcUDP(b, r).ReadFromUDPAddrPort(buf); err != nil {
 				b.Fatal(err)
 			}
 			return 1
@@ -97,7 +97,7 @@ func BenchmarkPacketRecv(b *testing.B) {
 	})
 	b.Run("x-net-ipv4-ReadBatch-64", func(b *testing.B) {
 		r, fill := pbSetup(b)
-		pc := ipv4.NewPacketConn(r.uc)
+		pc := ipv4.NewPacketConn(pcUDP(b, r))
 		ms := make([]ipv4.Message, 64)
 		for i := range ms {
 			ms[i].Buffers = [][]byte{make([]byte, 2048)}
@@ -148,15 +148,16 @@ func BenchmarkPacketSend(b *testing.B) {
 	payload := make([]byte, 32)
 	b.Run("std-WriteToUDPAddrPort", func(b *testing.B) {
 		s, to := setup(b)
+		su := pcUDP(b, s)
 		for range b.N {
-			if _, err := s.uc.WriteToUDPAddrPort(payload, to); err != nil {
+			if _, err := su.WriteToUDPAddrPort(payload, to); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("x-net-ipv4-WriteBatch-64", func(b *testing.B) {
 		s, to := setup(b)
-		pc := ipv4.NewPacketConn(s.uc)
+		pc := ipv4.NewPacketConn(pcUDP(b, s))
 		ms := make([]ipv4.Message, 64)
 		dst := net.UDPAddrFromAddrPort(to)
 		for i := range ms {
@@ -185,4 +186,15 @@ func BenchmarkPacketSend(b *testing.B) {
 	}
 	b.Run("ringpoll-WriteBatch-64-noGSO", ringpollSend(false))
 	b.Run("ringpoll-WriteBatch-64", ringpollSend(true))
+}
+
+// pcUDP returns c's socket as a net.UDPConn in Go's poller, for the std
+// benchmarks' loops.
+func pcUDP(tb testing.TB, c *PacketConn) *net.UDPConn {
+	tb.Helper()
+	p, err := c.poller()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p.uc
 }

@@ -31,12 +31,26 @@ import (
 // A PacketServer on the uring, uring-hybrid and uring-sqpoll engines reads
 // the socket through an io_uring multishot RECVMSG instead (PacketStats.Ring
 // says so), and an inline handler's replies go out through the same ring.
+// The socket enters Go's poller only the first time something waits on it
+// (a read, a deadline, SyscallConn, a write the send buffer holds back),
+// so that a socket such a server reads costs the poller nothing per
+// datagram.
 type PacketConn struct {
-	uc        *net.UDPConn
-	raw       syscall.RawConn
+	// fd is the socket, outside Go's poller until something must wait
+	// on it (join): a socket in an epoll set costs that set's callback
+	// for every datagram queued, and wakes the poller while a
+	// PacketServer's io_uring reader, which never waits there, has the
+	// datagram in hand already.
+	fd        int
+	fdMu      sync.RWMutex // fd's users (RLock) against Close (Lock)
+	closed    bool         // guarded by fdMu
+	joinMu    sync.Mutex
+	polled    atomic.Pointer[polledConn]
+	laddr     *net.UDPAddr
+	raddr     *net.UDPAddr // DialPacket's peer
 	network   string
-	family    int // AF_INET or AF_INET6
 	connected bool
+	family    int // AF_INET or AF_INET6
 	max       int // largest payload a datagram carries
 	sends     sync.Pool
 	recvs     sync.Pool
@@ -53,6 +67,13 @@ type PacketConn struct {
 	groNext []Packet
 
 	truncated, batches, packets, sendBatches, sent, gsoSends, gsoFallbacks atomic.Uint64
+}
+
+// polledConn is the socket in Go's poller: a net.UDPConn on a duplicate
+// of PacketConn.fd, whose reads, writes and deadlines wait there.
+type polledConn struct {
+	uc  *net.UDPConn
+	raw syscall.RawConn
 }
 
 var (
@@ -136,31 +157,97 @@ func (c *config) packetControl(_, _ string, rc syscall.RawConn) error {
 	return nil
 }
 
+// newPacketConn makes a PacketConn of the socket net made, keeping a
+// duplicate of it and closing uc, which takes the socket out of Go's
+// poller until join puts it back.
 func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config) (*PacketConn, error) {
+	defer uc.Close()
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		uc.Close()
 		return nil, err
 	}
-	c := &PacketConn{uc: uc, raw: raw, network: network, connected: connected, gso: !cfg.noGSO}
+	c := &PacketConn{fd: -1, network: network, connected: connected, gso: !cfg.noGSO}
+	c.laddr, _ = uc.LocalAddr().(*net.UDPAddr)
+	if connected {
+		c.raddr, _ = uc.RemoteAddr().(*net.UDPAddr)
+	}
 	var serr error
 	err = raw.Control(func(fd uintptr) {
-		c.family, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+		if c.family, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN); serr != nil {
+			serr = os.NewSyscallError("getsockopt", serr)
+			return
+		}
 		if gro, err := unix.GetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO); err == nil {
 			c.gro = gro != 0
+		}
+		if c.fd, serr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0); serr != nil {
+			c.fd, serr = -1, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", serr)
 		}
 	})
 	if err == nil {
 		err = serr
 	}
 	if err != nil {
-		uc.Close()
-		return nil, os.NewSyscallError("getsockopt", err)
+		return nil, err
 	}
 	c.max = maxPayload(c.family == unix.AF_INET6)
 	c.sends.New = func() any { return newSendOp() }
 	c.recvs.New = func() any { return newRecvOp() }
 	return c, nil
+}
+
+// control runs f on the socket, unless it is closed (net.ErrClosed); the
+// socket stays open while f runs.
+func (c *PacketConn) control(f func(fd int)) error {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.closed {
+		return net.ErrClosed
+	}
+	f(c.fd)
+	return nil
+}
+
+// poller returns the socket in Go's poller, putting it there the first
+// time: everything that waits (reads, deadlines, a write the send buffer
+// holds back) joins. A PacketServer reading through an io_uring ring, and
+// writing batches, never does.
+func (c *PacketConn) poller() (*polledConn, error) {
+	if p := c.polled.Load(); p != nil {
+		return p, nil
+	}
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	if p := c.polled.Load(); p != nil {
+		return p, nil
+	}
+	var pc net.PacketConn
+	var jerr error
+	err := c.control(func(fd int) {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			jerr = os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+			return
+		}
+		f := os.NewFile(uintptr(dup), "udp")
+		pc, jerr = net.FilePacketConn(f) // a duplicate of its own
+		f.Close()
+	})
+	if err == nil {
+		err = jerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	uc := pc.(*net.UDPConn)
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	p := &polledConn{uc: uc, raw: raw}
+	c.polled.Store(p)
+	return p, nil
 }
 
 // ReadFromAddrPort reads one datagram into b and returns its length and
@@ -170,10 +257,14 @@ func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 	if c.gro {
 		return c.readCoalesced(b)
 	}
+	p, err := c.poller()
+	if err != nil {
+		return 0, netip.AddrPort{}, c.rawError("read", err)
+	}
 	o := c.recvs.Get().(*recvOp)
 	defer c.recvs.Put(o)
 	o.buf = b
-	err := c.raw.Read(o.recvFn)
+	err = p.raw.Read(o.recvFn)
 	o.buf = nil
 	if err != nil {
 		return 0, netip.AddrPort{}, c.rawError("read", err)
@@ -278,7 +369,11 @@ func (c *PacketConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error)
 	if len(b) > c.max {
 		return 0, c.opError("write", addr, ErrMessageTooLong)
 	}
-	return c.uc.WriteToUDPAddrPort(b, addr)
+	p, err := c.poller()
+	if err != nil {
+		return 0, c.rawError("write", err)
+	}
+	return p.uc.WriteToUDPAddrPort(b, addr)
 }
 
 // WriteTo implements net.PacketConn: it sends b as one datagram to addr, a
@@ -287,7 +382,11 @@ func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if len(b) > c.max {
 		return 0, &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: ErrMessageTooLong}
 	}
-	return c.uc.WriteTo(b, addr)
+	p, err := c.poller()
+	if err != nil {
+		return 0, &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: err}
+	}
+	return p.uc.WriteTo(b, addr)
 }
 
 // Write implements net.Conn: it sends b as one datagram to the connected
@@ -296,14 +395,39 @@ func (c *PacketConn) Write(b []byte) (int, error) {
 	if len(b) > c.max {
 		return 0, c.opError("write", netip.AddrPort{}, ErrMessageTooLong)
 	}
-	return c.uc.Write(b)
+	p, err := c.poller()
+	if err != nil {
+		return 0, c.rawError("write", err)
+	}
+	return p.uc.Write(b)
 }
 
 // Close closes the socket; blocked reads and writes return net.ErrClosed.
-func (c *PacketConn) Close() error { return c.uc.Close() }
+func (c *PacketConn) Close() error {
+	c.joinMu.Lock()
+	c.fdMu.Lock()
+	if c.closed {
+		c.fdMu.Unlock()
+		c.joinMu.Unlock()
+		return c.opError("close", netip.AddrPort{}, net.ErrClosed)
+	}
+	c.closed = true
+	err := unix.Close(c.fd)
+	c.fdMu.Unlock()
+	c.joinMu.Unlock()
+	if p := c.polled.Load(); p != nil {
+		if perr := p.uc.Close(); err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return c.opError("close", netip.AddrPort{}, err)
+	}
+	return nil
+}
 
 // LocalAddr returns the local address, a *net.UDPAddr.
-func (c *PacketConn) LocalAddr() net.Addr { return c.uc.LocalAddr() }
+func (c *PacketConn) LocalAddr() net.Addr { return c.laddr }
 
 // RemoteAddr returns the connected peer's address, or nil if the
 // PacketConn is not connected.
@@ -311,29 +435,65 @@ func (c *PacketConn) RemoteAddr() net.Addr {
 	if !c.connected {
 		return nil
 	}
-	return c.uc.RemoteAddr()
+	return c.raddr
 }
 
 // SetDeadline sets the read and write deadlines, as net.Conn's does.
-func (c *PacketConn) SetDeadline(t time.Time) error { return c.uc.SetDeadline(t) }
+func (c *PacketConn) SetDeadline(t time.Time) error {
+	return c.setDeadline(t, (*net.UDPConn).SetDeadline)
+}
 
 // SetReadDeadline sets the deadline for reads, batches included.
-func (c *PacketConn) SetReadDeadline(t time.Time) error { return c.uc.SetReadDeadline(t) }
+func (c *PacketConn) SetReadDeadline(t time.Time) error {
+	return c.setDeadline(t, (*net.UDPConn).SetReadDeadline)
+}
 
 // SetWriteDeadline sets the deadline for writes, batches included.
-func (c *PacketConn) SetWriteDeadline(t time.Time) error { return c.uc.SetWriteDeadline(t) }
+func (c *PacketConn) SetWriteDeadline(t time.Time) error {
+	return c.setDeadline(t, (*net.UDPConn).SetWriteDeadline)
+}
+
+func (c *PacketConn) setDeadline(t time.Time, set func(*net.UDPConn, time.Time) error) error {
+	p, err := c.poller()
+	if err != nil {
+		return c.rawError("set", err)
+	}
+	return set(p.uc, t)
+}
 
 // SetReadBuffer sets the socket's receive buffer size (SO_RCVBUF). A server
 // taking bursts of datagrams wants it large: what does not fit is dropped
 // and counted in PacketStats.Drops.
-func (c *PacketConn) SetReadBuffer(bytes int) error { return c.uc.SetReadBuffer(bytes) }
+func (c *PacketConn) SetReadBuffer(bytes int) error {
+	return c.setsockopt(unix.SO_RCVBUF, bytes)
+}
 
 // SetWriteBuffer sets the socket's send buffer size (SO_SNDBUF).
-func (c *PacketConn) SetWriteBuffer(bytes int) error { return c.uc.SetWriteBuffer(bytes) }
+func (c *PacketConn) SetWriteBuffer(bytes int) error {
+	return c.setsockopt(unix.SO_SNDBUF, bytes)
+}
+
+func (c *PacketConn) setsockopt(opt, v int) error {
+	var serr error
+	err := c.control(func(fd int) { serr = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, v) })
+	if err == nil && serr != nil {
+		err = os.NewSyscallError("setsockopt", serr)
+	}
+	if err != nil {
+		return c.opError("set", netip.AddrPort{}, err)
+	}
+	return nil
+}
 
 // SyscallConn returns the raw socket. Its Read and Write wait in Go's
 // poller as a net.UDPConn's do.
-func (c *PacketConn) SyscallConn() (syscall.RawConn, error) { return c.raw, nil }
+func (c *PacketConn) SyscallConn() (syscall.RawConn, error) {
+	p, err := c.poller()
+	if err != nil {
+		return nil, c.rawError("raw-control", err)
+	}
+	return p.raw, nil
+}
 
 // Stats returns the counters, with the kernel's count of drops read now.
 func (c *PacketConn) Stats() PacketStats {
@@ -350,7 +510,7 @@ func (c *PacketConn) Stats() PacketStats {
 	if r := c.ring.Load(); r != nil {
 		s.Ring, s.RingDry, s.RingMoves = true, r.NoBuffers.Load(), r.Moves.Load()
 	}
-	c.raw.Control(func(fd uintptr) { s.Drops = socketDrops(int(fd)) })
+	c.control(func(fd int) { s.Drops = socketDrops(fd) })
 	return s
 }
 
@@ -372,9 +532,9 @@ func (c *PacketConn) opError(op string, addr netip.AddrPort, err error) error {
 	if addr.IsValid() {
 		a = net.UDPAddrFromAddrPort(addr)
 	} else if c.connected {
-		a = c.uc.RemoteAddr()
+		a = c.raddr
 	}
-	return &net.OpError{Op: op, Net: c.network, Source: c.uc.LocalAddr(), Addr: a, Err: err}
+	return &net.OpError{Op: op, Net: c.network, Source: c.LocalAddr(), Addr: a, Err: err}
 }
 
 // rawError turns the error of a RawConn call into the one a read or write
@@ -465,7 +625,11 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 		b.h.PrepareRecv(i, b.mem[i*b.size:(i+1)*b.size])
 	}
 	b.dirty = b.h.Cap() // until a read says which it filled
-	if err := c.raw.Read(b.recvFn); err != nil {
+	p, err := c.poller()
+	if err == nil {
+		err = p.raw.Read(b.recvFn)
+	}
+	if err != nil {
 		return nil, c.rawError("read", err)
 	}
 	if b.err != nil {
@@ -572,7 +736,7 @@ func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
 			return sent, bad
 		}
 		o.from, o.n, o.err = 0, msgs, nil
-		err := c.raw.Write(o.sendFn)
+		err := c.send(o)
 		done := 0
 		for _, k := range o.counts[:o.from] {
 			done += k
@@ -596,6 +760,25 @@ func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
 		ps = ps[used:]
 	}
 	return sent, nil
+}
+
+// send runs o: straight on the socket while it is outside Go's poller,
+// joining it only when the send buffer is full and the rest must wait.
+func (c *PacketConn) send(o *sendOp) error {
+	if c.polled.Load() == nil {
+		sent := false
+		if err := c.control(func(fd int) { sent = o.send(uintptr(fd)) }); err != nil {
+			return err
+		}
+		if sent {
+			return nil
+		}
+	}
+	p, err := c.poller()
+	if err != nil {
+		return err
+	}
+	return p.raw.Write(o.sendFn)
 }
 
 // prepareSends fills o's messages from ps: each packet a message, or a run

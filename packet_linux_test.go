@@ -498,8 +498,8 @@ func pcSeqPackets(n, size int, to netip.AddrPort) []Packet {
 func pcBigReadBuffer(t testing.TB, c *PacketConn) {
 	t.Helper()
 	var serr error
-	c.raw.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
+	c.control(func(fd int) {
+		serr = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
 	})
 	if serr != nil {
 		t.Skipf("SO_RCVBUFFORCE: %v (needs CAP_NET_ADMIN)", serr)
@@ -557,8 +557,8 @@ func TestPacketGSO(t *testing.T) {
 // datagram, falling back once for the destination and sticking to it.
 func TestPacketGSOFallback(t *testing.T) {
 	a, b := pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0"), pcListen(t, EngineEpoll, "udp4", "127.0.0.1:0")
-	a.raw.Control(func(fd uintptr) {
-		if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+	a.control(func(fd int) {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -607,6 +607,94 @@ func TestPacketGRO(t *testing.T) {
 			if err != nil || k != size || from != pcAddrPort(a) || string(buf[:6]) != fmt.Sprintf("%06d", i) {
 				t.Fatalf("ReadFromAddrPort %d on a GRO socket = %d bytes %q from %v, %v", i, k, buf[:6], from, err)
 			}
+		}
+	})
+}
+
+// pcInPoller reports whether c's socket is in one of the process's epoll
+// sets, by its inode in the sets' /proc fdinfo.
+func pcInPoller(t testing.TB, c *PacketConn) bool {
+	t.Helper()
+	var st unix.Stat_t
+	var serr error
+	if err := c.control(func(fd int) { serr = unix.Fstat(fd, &st) }); err != nil || serr != nil {
+		t.Fatalf("fstat: %v %v", err, serr)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fmt.Sprintf(" ino:%x ", st.Ino)
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err == nil && strings.Contains(string(info), ino) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPacketConnJoinsPollerToWait: a PacketConn's socket enters Go's
+// poller only when something must wait on it (a read, a deadline), not
+// for writes that go out at once or for socket options, and leaves it on
+// Close.
+func TestPacketConnJoinsPollerToWait(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		steps := []struct {
+			what string
+			do   func() error
+			in   bool
+		}{
+			{"listening", func() error { return nil }, false},
+			{"after SetReadBuffer", func() error { return a.SetReadBuffer(1 << 20) }, false},
+			{"after WriteBatch", func() error {
+				_, err := a.WriteBatch([]Packet{{Data: []byte("one"), Addr: pcAddrPort(b)}})
+				return err
+			}, false},
+			{"after Stats", func() error { a.Stats(); return nil }, false},
+			{"after ReadFrom", func() error {
+				if _, err := b.WriteBatch([]Packet{{Data: []byte("two"), Addr: pcAddrPort(a)}}); err != nil {
+					return err
+				}
+				pcDeadline(t, a)
+				buf := make([]byte, 16)
+				n, _, err := a.ReadFrom(buf)
+				if err == nil && string(buf[:n]) != "two" {
+					err = fmt.Errorf("read %q, want %q", buf[:n], "two")
+				}
+				return err
+			}, true},
+		}
+		for _, s := range steps {
+			if err := s.do(); err != nil {
+				t.Fatalf("%s: %v", s.what, err)
+			}
+			if got := pcInPoller(t, a); got != s.in {
+				t.Fatalf("%s: socket in Go's epoll set: %v, want %v", s.what, got, s.in)
+			}
+		}
+		var st unix.Stat_t
+		var fd int
+		a.control(func(f int) { fd = f; unix.Fstat(f, &st) })
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("second Close: %v, want net.ErrClosed", err)
+		}
+		if err := a.SetReadBuffer(1 << 20); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("SetReadBuffer after Close: %v, want net.ErrClosed", err)
+		}
+		if _, err := a.WriteBatch([]Packet{{Data: []byte("x"), Addr: pcAddrPort(b)}}); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("WriteBatch after Close: %v, want net.ErrClosed", err)
+		}
+		var now unix.Stat_t
+		if err := unix.Fstat(fd, &now); err == nil && now.Ino == st.Ino {
+			t.Errorf("fd %d still open on the socket after Close", fd)
 		}
 	})
 }

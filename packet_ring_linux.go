@@ -34,11 +34,11 @@ func (s *PacketServer) openRing(c *PacketConn, buffers, size int) (ring *uringp.
 		count *= 2
 	}
 	var err error
-	cerr := c.raw.Control(func(fd uintptr) {
+	cerr := c.control(func(fd int) {
 		if parked {
-			ring, err = uringp.NewParkedPacketRing(int(fd), count, size, c.gro)
+			ring, err = uringp.NewParkedPacketRing(fd, count, size, c.gro)
 		} else {
-			ring, err = uringp.NewPacketRing(int(fd), count, size, c.gro)
+			ring, err = uringp.NewPacketRing(fd, count, size, c.gro)
 		}
 	})
 	if cerr != nil {

@@ -433,8 +433,8 @@ func steerByCPU(c *PacketConn, n int) error {
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	var serr error
-	err := c.raw.Control(func(fd uintptr) {
-		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fprog)
+	err := c.control(func(fd int) {
+		serr = unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fprog)
 	})
 	if err == nil {
 		err = serr

@@ -66,6 +66,11 @@ func TestPacketServerEcho(t *testing.T) {
 						t.Error(err)
 					}
 				}
+				// A ring reader never waits in Go's poller, so the socket
+				// stays out of its epoll set; recvmmsg's reader waits there.
+				if in, want := pcInPoller(t, c), !e.ringsPackets(); in != want {
+					t.Errorf("socket in Go's epoll set: %v, want %v", in, want)
+				}
 			})
 		}
 	})
@@ -144,8 +149,8 @@ func TestPacketServerReplyRuns(t *testing.T) {
 				srv := pcListen(t, e, "udp4", "127.0.0.1:0")
 				refused := strings.HasSuffix(mode, "-refused")
 				if refused {
-					srv.raw.Control(func(fd uintptr) {
-						if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+					srv.control(func(fd int) {
+						if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
 							t.Fatal(err)
 						}
 					})
