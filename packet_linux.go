@@ -564,6 +564,7 @@ type Batch struct {
 	pkts []Packet
 
 	got    int
+	out    int // Packets handed out by the last read, cleared by Release
 	dirty  int // headers [0, dirty) need setting up again
 	err    error
 	recvFn func(uintptr) bool
@@ -594,7 +595,10 @@ func NewBatch(count, size int) (*Batch, error) {
 
 // Release ends the use of the Packets last read into b. Reading into b
 // again releases them too; Release is for a reader that lets go early.
-func (b *Batch) Release() { clear(b.pkts[:cap(b.pkts)]) }
+func (b *Batch) Release() {
+	clear(b.pkts[:b.out])
+	b.out = 0
+}
 
 func (b *Batch) recv(fd uintptr) bool {
 	for {
@@ -636,8 +640,38 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 		return nil, c.opError("read", netip.AddrPort{}, os.NewSyscallError("recvmmsg", b.err))
 	}
 	b.dirty = b.got
-	ps := b.pkts[:0]
+	var ps []Packet
 	var cut uint64
+	if c.gro {
+		ps, cut = b.coalesced()
+	} else {
+		// Each datagram fills its Packet in place: no copy of a Packet
+		// per datagram, as an append would make.
+		ps = b.pkts[:b.got]
+		for i := range ps {
+			p, mem := &ps[i], b.mem[i*b.size:(i+1)*b.size]
+			p.Addr, p.Size, p.Truncated = b.h.Addr(i), b.h.Size(i), b.h.Truncated(i)
+			if p.Truncated {
+				cut++
+				p.Data = mem
+			} else {
+				p.Data = mem[:p.Size:p.Size]
+			}
+		}
+	}
+	b.out = len(ps)
+	c.batches.Add(1)
+	c.packets.Add(uint64(len(ps)))
+	if cut > 0 {
+		c.truncated.Add(cut)
+	}
+	return ps, nil
+}
+
+// coalesced makes the Packets of a read on a GRO socket, where a message
+// may hold many datagrams, and counts those cut.
+func (b *Batch) coalesced() (ps []Packet, cut uint64) {
+	ps = b.pkts[:0]
 	for i := range b.got {
 		mem := b.mem[i*b.size : (i+1)*b.size]
 		p := Packet{Addr: b.h.Addr(i), Size: b.h.Size(i), Truncated: b.h.Truncated(i)}
@@ -647,21 +681,14 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 			p.Data = mem
 		} else {
 			p.Data = mem[:p.Size:p.Size]
-			if c.gro {
-				seg = b.h.Segment(i)
-			}
+			seg = b.h.Segment(i)
 		}
 		ps = appendDatagram(ps, p, seg)
 	}
 	if cap(ps) > cap(b.pkts) {
 		b.pkts = ps // grown once, for coalesced datagrams
 	}
-	c.batches.Add(1)
-	c.packets.Add(uint64(len(ps)))
-	if cut > 0 {
-		c.truncated.Add(cut)
-	}
-	return ps, nil
+	return ps, cut
 }
 
 // appendDatagram appends p to ps, cut into datagrams of seg bytes if the
