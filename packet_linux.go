@@ -37,10 +37,11 @@ import (
 // datagram.
 type PacketConn struct {
 	// fd is the socket, outside Go's poller until something must wait
-	// on it (join): a socket in an epoll set costs that set's callback
-	// for every datagram queued, and wakes the poller while a
-	// PacketServer's io_uring reader, which never waits there, has the
-	// datagram in hand already.
+	// on it (join; fd is then closed and -1, and the poller's descriptor
+	// serves): a socket in an epoll set costs that set's callback for
+	// every datagram queued, and wakes the poller while a PacketServer's
+	// io_uring reader, which never waits there, has the datagram in hand
+	// already.
 	fd        int
 	fdMu      sync.RWMutex // fd's users (RLock) against Close (Lock)
 	closed    bool         // guarded by fdMu
@@ -200,12 +201,18 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 // socket stays open while f runs.
 func (c *PacketConn) control(f func(fd int)) error {
 	c.fdMu.RLock()
-	defer c.fdMu.RUnlock()
 	if c.closed {
+		c.fdMu.RUnlock()
 		return net.ErrClosed
 	}
-	f(c.fd)
-	return nil
+	if fd := c.fd; fd >= 0 {
+		f(fd)
+		c.fdMu.RUnlock()
+		return nil
+	}
+	c.fdMu.RUnlock()
+	// Joined: the poller's descriptor is the only one left.
+	return c.polled.Load().raw.Control(func(fd uintptr) { f(int(fd)) })
 }
 
 // poller returns the socket in Go's poller, putting it there the first
@@ -247,6 +254,12 @@ func (c *PacketConn) poller() (*polledConn, error) {
 	}
 	p := &polledConn{uc: uc, raw: raw}
 	c.polled.Store(p)
+	// One descriptor per socket, as a net.UDPConn has: control uses the
+	// poller's from now on.
+	c.fdMu.Lock()
+	unix.Close(c.fd)
+	c.fd = -1
+	c.fdMu.Unlock()
 	return p, nil
 }
 
@@ -412,7 +425,10 @@ func (c *PacketConn) Close() error {
 		return c.opError("close", netip.AddrPort{}, net.ErrClosed)
 	}
 	c.closed = true
-	err := unix.Close(c.fd)
+	var err error
+	if c.fd >= 0 {
+		err = unix.Close(c.fd)
+	}
 	c.fdMu.Unlock()
 	c.joinMu.Unlock()
 	if p := c.polled.Load(); p != nil {

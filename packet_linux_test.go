@@ -637,10 +637,31 @@ func pcInPoller(t testing.TB, c *PacketConn) bool {
 	return false
 }
 
+// pcDescriptors counts the process's descriptors on c's socket.
+func pcDescriptors(t testing.TB, c *PacketConn) int {
+	t.Helper()
+	var st unix.Stat_t
+	var serr error
+	if err := c.control(func(fd int) { serr = unix.Fstat(fd, &st) }); err != nil || serr != nil {
+		t.Fatalf("fstat: %v %v", err, serr)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == fmt.Sprintf("socket:[%d]", st.Ino) {
+			n++
+		}
+	}
+	return n
+}
+
 // TestPacketConnJoinsPollerToWait: a PacketConn's socket enters Go's
 // poller only when something must wait on it (a read, a deadline), not
-// for writes that go out at once or for socket options, and leaves it on
-// Close.
+// for writes that go out at once or for socket options, with one
+// descriptor throughout, and leaves it on Close.
 func TestPacketConnJoinsPollerToWait(t *testing.T) {
 	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
 		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
@@ -675,6 +696,9 @@ func TestPacketConnJoinsPollerToWait(t *testing.T) {
 			}
 			if got := pcInPoller(t, a); got != s.in {
 				t.Fatalf("%s: socket in Go's epoll set: %v, want %v", s.what, got, s.in)
+			}
+			if n := pcDescriptors(t, a); n != 1 {
+				t.Fatalf("%s: %d descriptors on the socket, want 1", s.what, n)
 			}
 		}
 		var st unix.Stat_t
