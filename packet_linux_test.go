@@ -611,50 +611,57 @@ func TestPacketGRO(t *testing.T) {
 	})
 }
 
-// pcInPoller reports whether c's socket is in one of the process's epoll
-// sets, by its inode in the sets' /proc fdinfo.
-func pcInPoller(t testing.TB, c *PacketConn) bool {
+// pcInode returns the inode of c's socket.
+func pcInode(t testing.TB, c *PacketConn) uint64 {
 	t.Helper()
 	var st unix.Stat_t
 	var serr error
 	if err := c.control(func(fd int) { serr = unix.Fstat(fd, &st) }); err != nil || serr != nil {
 		t.Fatalf("fstat: %v %v", err, serr)
 	}
+	return st.Ino
+}
+
+// pcEachFD calls f with each of the process's descriptors and what it
+// links to.
+func pcEachFD(t testing.TB, f func(fd, link string)) {
+	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ino := fmt.Sprintf(" ino:%x ", st.Ino)
 	for _, e := range ents {
-		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l != "anon_inode:[eventpoll]" {
-			continue
-		}
-		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
-		if err == nil && strings.Contains(string(info), ino) {
-			return true
-		}
+		link, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		f(e.Name(), link)
 	}
-	return false
+}
+
+// pcInPoller reports whether c's socket is in one of the process's epoll
+// sets, by its inode in the sets' /proc fdinfo.
+func pcInPoller(t testing.TB, c *PacketConn) bool {
+	t.Helper()
+	ino := fmt.Sprintf(" ino:%x ", pcInode(t, c))
+	in := false
+	pcEachFD(t, func(fd, link string) {
+		if link != "anon_inode:[eventpoll]" {
+			return
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + fd)
+		in = in || err == nil && strings.Contains(string(info), ino)
+	})
+	return in
 }
 
 // pcDescriptors counts the process's descriptors on c's socket.
 func pcDescriptors(t testing.TB, c *PacketConn) int {
 	t.Helper()
-	var st unix.Stat_t
-	var serr error
-	if err := c.control(func(fd int) { serr = unix.Fstat(fd, &st) }); err != nil || serr != nil {
-		t.Fatalf("fstat: %v %v", err, serr)
-	}
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := fmt.Sprintf("socket:[%d]", pcInode(t, c))
 	n := 0
-	for _, e := range ents {
-		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == fmt.Sprintf("socket:[%d]", st.Ino) {
+	pcEachFD(t, func(_, link string) {
+		if link == want {
 			n++
 		}
-	}
+	})
 	return n
 }
 
