@@ -319,7 +319,9 @@ func (o *recvOp) recv(fd uintptr) bool {
 	}
 	for {
 		o.fromLen = unix.SizeofSockaddrInet6
-		r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(p), uintptr(len(o.buf)), unix.MSG_TRUNC,
+		// MSG_DONTWAIT: it cannot sleep, so it need not tell the
+		// scheduler (see mmsg.Headers.Recv).
+		r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(p), uintptr(len(o.buf)), unix.MSG_TRUNC|unix.MSG_DONTWAIT,
 			uintptr(unsafe.Pointer(&o.from)), uintptr(unsafe.Pointer(&o.fromLen)))
 		switch e {
 		case unix.EINTR:

@@ -88,12 +88,19 @@ func (h *Headers) Append(i, j int, b []byte) {
 	h.hdrs[i].Hdr.SetIovlen(j + 1)
 }
 
-// Recv receives up to n datagrams on the non-blocking socket fd into the
-// buffers set by PrepareRecv. It reports how many arrived; EAGAIN means
-// none had. Each message's length (Len), whether it was cut (Truncated) and
-// its sender (Addr) are then readable.
+// Recv receives up to n datagrams on socket fd into the buffers set by
+// PrepareRecv, without waiting (MSG_DONTWAIT). It reports how many
+// arrived; EAGAIN means none had. Each message's length (Len), whether it
+// was cut (Truncated) and its sender (Addr) are then readable.
+//
+// Recv and Send cannot sleep, so they do not tell the Go scheduler
+// (RawSyscall6), as the runtime's own non-blocking epoll_wait does not: a
+// recvmmsg of 64 datagrams takes tens of microseconds, long enough for
+// sysmon to take the P of a thread it sees in a system call and start
+// another thread to poll the network, a futex wake-up and a context
+// switch each time, for a call that returns on its own anyway.
 func (h *Headers) Recv(fd, n int) (int, error) {
-	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&h.hdrs[0])),
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&h.hdrs[0])),
 		uintptr(n), unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
 	if e != 0 {
 		return 0, e
@@ -184,11 +191,11 @@ func (h *Headers) SetSegment(i, seg int) {
 	m.SetControllen(unix.CmsgSpace(2))
 }
 
-// Send sends messages [from, from+n), prepared by PrepareSend, on the
-// non-blocking socket fd. It reports how many the kernel took; EAGAIN
-// means none.
+// Send sends messages [from, from+n), prepared by PrepareSend, on socket
+// fd, without waiting (MSG_DONTWAIT). It reports how many the kernel
+// took; EAGAIN means none.
 func (h *Headers) Send(fd, from, n int) (int, error) {
-	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&h.hdrs[from])),
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&h.hdrs[from])),
 		uintptr(n), unix.MSG_DONTWAIT, 0, 0)
 	if e != 0 {
 		return 0, e
