@@ -68,8 +68,12 @@ func TestPacketServerEcho(t *testing.T) {
 				}
 				// A ring reader never waits in Go's poller, so the socket
 				// stays out of its epoll set; recvmmsg's reader waits there.
-				if in, want := pcInPoller(t, c), !e.ringsPackets(); in != want {
-					t.Errorf("socket in Go's epoll set: %v, want %v", in, want)
+				ring := c.Stats().Ring
+				if e.ringsPackets() && !ring {
+					t.Logf("%s: no packet ring here (the kernel refused it): read with recvmmsg", e)
+				}
+				if in := pcInPoller(t, c); in == ring {
+					t.Errorf("socket in Go's epoll set: %v, read through a ring: %v", in, ring)
 				}
 			})
 		}
