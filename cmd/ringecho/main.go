@@ -59,7 +59,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:7000", "address to listen on (host:port, or a path with -network unix)")
 	network := fs.String("network", "tcp", "tcp, tcp4, tcp6, unix, or udp, udp4, udp6 (datagrams counted, and echoed with -reply)")
 	engineName := fs.String("engine", "auto", "engine: auto, epoll, uring, uring-hybrid, uring-reactor, uring-sqpoll")
-	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn); for UDP: inline, handler (a PacketServer), std or xnet")
+	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn); for UDP: inline, handler (a PacketServer), conn (a ringpoll PacketConn, one datagram per call), std or xnet")
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
 	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")

@@ -38,13 +38,14 @@ type udpServer struct {
 var udpAPIs = map[string]string{
 	"inline":  "ringpoll PacketServer, handler on the reading goroutine",
 	"handler": "ringpoll PacketServer, handler on a pooled goroutine",
+	"conn":    "ringpoll PacketConn, ReadFromAddrPort and WriteToAddrPort, one datagram per call",
 	"std":     "net.UDPConn, ReadFromUDPAddrPort and WriteToUDPAddrPort",
 	"xnet":    "golang.org/x/net/ipv4 PacketConn, ReadBatch and WriteBatch of 64",
 }
 
 func (s *udpServer) run(ready func(net.Addr)) error {
 	if _, ok := udpAPIs[s.api]; !ok {
-		return fmt.Errorf("-api %q with -network %s: want inline, handler, std or xnet", s.api, s.network)
+		return fmt.Errorf("-api %q with -network %s: want inline, handler, conn, std or xnet", s.api, s.network)
 	}
 	if s.gro && s.api != "inline" && s.api != "handler" {
 		return errors.New("-gro needs -api inline or handler")
@@ -87,6 +88,18 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 				s.log.Info("ringecho socket stats", "socket", i, "stats", c.Stats().String())
 			}
 		}()
+	case "conn":
+		c, err := ringpoll.ListenPacket(s.network, s.addr, ringpoll.WithEngine(s.engine), ringpoll.WithLogger(s.log))
+		if err != nil {
+			return err
+		}
+		if err := setRcvbuf(c, s.rcvbuf); err != nil {
+			c.Close()
+			return err
+		}
+		local = c.LocalAddr()
+		serve = func() error { return s.serveConn(c) }
+		closeAll = func() { c.Close() }
 	default:
 		pc, err := net.ListenPacket(s.network, s.addr)
 		if err != nil {
@@ -168,6 +181,24 @@ func (s *udpServer) serveStd(uc *net.UDPConn) error {
 		s.packets.Add(1)
 		if s.reply {
 			if _, err := uc.WriteToUDPAddrPort(buf[:n], from); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// serveConn reads and answers one datagram per call on a ringpoll
+// PacketConn, as a user of net's UDPConn would.
+func (s *udpServer) serveConn(c *ringpoll.PacketConn) error {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := c.ReadFromAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		s.packets.Add(1)
+		if s.reply {
+			if _, err := c.WriteToAddrPort(buf[:n], from); err != nil {
 				return err
 			}
 		}

@@ -17,7 +17,7 @@ import (
 // replies: every datagram comes back whole, the stats file counts them,
 // and SIGTERM ends the server cleanly.
 func TestRingechoUDP(t *testing.T) {
-	for _, api := range []string{"inline", "handler", "std", "xnet"} {
+	for _, api := range []string{"inline", "handler", "conn", "std", "xnet"} {
 		t.Run(api, func(t *testing.T) {
 			stats := filepath.Join(t.TempDir(), "stats")
 			var logs syncBuffer
