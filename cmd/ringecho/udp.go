@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -98,7 +99,7 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 			return err
 		}
 		local = c.LocalAddr()
-		serve = func() error { return s.serveConn(c) }
+		serve = func() error { return s.serveOneByOne(packetConn{c}) }
 		closeAll = func() { c.Close() }
 	default:
 		pc, err := net.ListenPacket(s.network, s.addr)
@@ -172,33 +173,39 @@ func (s *udpServer) serveStd(uc *net.UDPConn) error {
 			}
 		}
 	}
-	buf := make([]byte, 2048)
-	for {
-		n, from, err := uc.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			return err
-		}
-		s.packets.Add(1)
-		if s.reply {
-			if _, err := uc.WriteToUDPAddrPort(buf[:n], from); err != nil {
-				return err
-			}
-		}
-	}
+	return s.serveOneByOne(uc)
 }
 
-// serveConn reads and answers one datagram per call on a ringpoll
-// PacketConn, as a user of net's UDPConn would.
-func (s *udpServer) serveConn(c *ringpoll.PacketConn) error {
+// datagramConn is what serveOneByOne needs of a socket: net's UDPConn
+// has it, and a ringpoll PacketConn (-api conn).
+type datagramConn interface {
+	ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error)
+	WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
+}
+
+// packetConn gives a ringpoll PacketConn net's method names.
+type packetConn struct{ *ringpoll.PacketConn }
+
+func (c packetConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	return c.ReadFromAddrPort(b)
+}
+
+func (c packetConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	return c.WriteToAddrPort(b, addr)
+}
+
+// serveOneByOne reads and answers one datagram per call, as a user of
+// net's UDPConn writes it.
+func (s *udpServer) serveOneByOne(c datagramConn) error {
 	buf := make([]byte, 2048)
 	for {
-		n, from, err := c.ReadFromAddrPort(buf)
+		n, from, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return err
 		}
 		s.packets.Add(1)
 		if s.reply {
-			if _, err := c.WriteToAddrPort(buf[:n], from); err != nil {
+			if _, err := c.WriteToUDPAddrPort(buf[:n], from); err != nil {
 				return err
 			}
 		}
