@@ -42,21 +42,20 @@ type PacketConn struct {
 	// every datagram queued, and wakes the poller while a PacketServer's
 	// io_uring reader, which never waits there, has the datagram in hand
 	// already.
-	fd        int
-	fdMu      sync.RWMutex // fd's users (RLock) against Close (Lock)
-	closed    bool         // guarded by fdMu
-	joinMu    sync.Mutex
-	polled    atomic.Pointer[polledConn]
-	laddr     *net.UDPAddr
-	raddr     *net.UDPAddr // DialPacket's peer
-	network   string
-	connected bool
-	family    int // AF_INET or AF_INET6
-	max       int // largest payload a datagram carries
-	sends     sync.Pool
-	recvs     sync.Pool
-	gso       bool // WriteBatch may send runs as one UDP_SEGMENT message
-	gro       bool // the kernel may coalesce datagrams (UDP_GRO)
+	fd      int
+	fdMu    sync.RWMutex // fd's users (RLock) against Close (Lock)
+	closed  bool         // guarded by fdMu
+	joinMu  sync.Mutex
+	polled  atomic.Pointer[polledConn]
+	laddr   *net.UDPAddr
+	raddr   *net.UDPAddr // DialPacket's peer; nil: not connected
+	network string
+	family  int // AF_INET or AF_INET6
+	max     int // largest payload a datagram carries
+	sends   sync.Pool
+	recvs   sync.Pool
+	gso     bool // WriteBatch may send runs as one UDP_SEGMENT message
+	gro     bool // the kernel may coalesce datagrams (UDP_GRO)
 
 	noGSOMu sync.Mutex
 	noGSO   map[netip.AddrPort]struct{} // destinations that refused GSO
@@ -167,10 +166,12 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 	if err != nil {
 		return nil, err
 	}
-	c := &PacketConn{fd: -1, network: network, connected: connected, gso: !cfg.noGSO}
+	c := &PacketConn{fd: -1, network: network, gso: !cfg.noGSO}
 	c.laddr, _ = uc.LocalAddr().(*net.UDPAddr)
 	if connected {
-		c.raddr, _ = uc.RemoteAddr().(*net.UDPAddr)
+		if c.raddr, _ = uc.RemoteAddr().(*net.UDPAddr); c.raddr == nil {
+			return nil, fmt.Errorf("ringpoll: connected UDP socket without a peer address (%v)", uc.RemoteAddr())
+		}
 	}
 	var serr error
 	err = raw.Control(func(fd uintptr) {
@@ -450,7 +451,7 @@ func (c *PacketConn) LocalAddr() net.Addr { return c.laddr }
 // RemoteAddr returns the connected peer's address, or nil if the
 // PacketConn is not connected.
 func (c *PacketConn) RemoteAddr() net.Addr {
-	if !c.connected {
+	if c.raddr == nil {
 		return nil
 	}
 	return c.raddr
@@ -549,7 +550,7 @@ func (c *PacketConn) opError(op string, addr netip.AddrPort, err error) error {
 	var a net.Addr
 	if addr.IsValid() {
 		a = net.UDPAddrFromAddrPort(addr)
-	} else if c.connected {
+	} else if c.raddr != nil {
 		a = c.raddr
 	}
 	return &net.OpError{Op: op, Net: c.network, Source: c.LocalAddr(), Addr: a, Err: err}
@@ -905,9 +906,9 @@ func (c *PacketConn) checkSend(p *Packet) error {
 	switch {
 	case len(p.Data) > c.max:
 		return c.opError("write", p.Addr, ErrMessageTooLong)
-	case c.connected && p.Addr.IsValid():
+	case c.raddr != nil && p.Addr.IsValid():
 		return c.opError("write", p.Addr, net.ErrWriteToConnected)
-	case !c.connected && !p.Addr.IsValid():
+	case c.raddr == nil && !p.Addr.IsValid():
 		return c.opError("write", p.Addr, errMissingAddress)
 	case p.Addr.IsValid() && c.family == unix.AF_INET && !p.Addr.Addr().Unmap().Is4():
 		return c.opError("write", p.Addr, fmt.Errorf("ringpoll: IPv6 destination on an IPv4 socket: %w", syscall.EAFNOSUPPORT))
