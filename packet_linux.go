@@ -735,12 +735,15 @@ type sendOp struct {
 	counts  [DefaultBatchPackets]int // datagrams in each message
 	from, n int
 	err     error
-	sendFn  func(uintptr) bool
+	sendFn  func(uintptr) bool // o.send, for the poller's RawConn.Write
+	direct  func(int)          // o.send on a socket outside the poller, setting sent
+	sent    bool
 }
 
 func newSendOp() *sendOp {
 	o := &sendOp{h: mmsg.NewHeaders(DefaultBatchPackets, gsoSegments)}
 	o.sendFn = o.send
+	o.direct = func(fd int) { o.sent = o.send(uintptr(fd)) }
 	return o
 }
 
@@ -812,11 +815,13 @@ func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
 // joining it only when the send buffer is full and the rest must wait.
 func (c *PacketConn) send(o *sendOp) error {
 	if c.polled.Load() == nil {
-		sent := false
-		if err := c.control(func(fd int) { sent = o.send(uintptr(fd)) }); err != nil {
+		// o.direct, made once per pooled op: a closure here would cost
+		// two allocations per batch.
+		o.sent = false
+		if err := c.control(o.direct); err != nil {
 			return err
 		}
-		if sent {
+		if o.sent {
 			return nil
 		}
 	}
