@@ -254,6 +254,11 @@ func (p *PacketRing) Recv(dst []Datagram) (int, error) {
 		}
 		n, err := p.take(dst)
 		if n > 0 || err != nil {
+			if p.ring.SQReady() > 0 {
+				// The last batch's replies go out now, before the caller
+				// handles this one, rather than with the next wait.
+				p.enter(0)
+			}
 			return n, err
 		}
 		if p.failed && p.sending == 0 {
@@ -437,7 +442,12 @@ func (p *PacketRing) WaitSends() []SendResult {
 		p.next = nil
 	}
 	for p.sending > 0 {
-		p.enter(1)
+		if p.ring.SQReady() > 0 || p.ring.CQReady() == 0 {
+			// Sends Recv submitted have mostly completed already (a
+			// datagram's SENDMSG does inline): enter only to submit or
+			// for what is still missing.
+			p.enter(1)
+		}
 		for k := p.ring.PeekCQE(p.cqes[:]); k > 0; k = p.ring.PeekCQE(p.cqes[:]) {
 			for i := range p.cqes[:k] {
 				if !p.other(&p.cqes[i]) {

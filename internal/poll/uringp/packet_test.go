@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
 // udpPair returns a bound UDP socket and a socket to send to it from.
@@ -293,6 +296,84 @@ func TestPacketRingSends(t *testing.T) {
 	}
 	runtime.KeepAlive(msgs)
 	runtime.KeepAlive(payload)
+}
+
+// TestPacketRingSendsBeforeNextBatch: replies queued after one batch
+// leave when Recv hands out the next batch, not only with the wait after
+// it; a reader that finds datagrams waiting would otherwise hold its
+// replies back while it handles them. On both kinds of ring.
+func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
+	for _, parked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parked=%v", parked), func(t *testing.T) {
+			recv, send, to := udpPair(t)
+			peer, _ := unix.Getsockname(send)
+			p4 := peer.(*unix.SockaddrInet4)
+			var back unix.RawSockaddrInet4
+			back.Family = unix.AF_INET
+			back.Addr = p4.Addr
+			back.Port = uint16(p4.Port>>8 | p4.Port<<8) // network order
+			reply := []byte("reply")
+			iov := unix.Iovec{Base: &reply[0]}
+			iov.SetLen(len(reply))
+			msg := unix.Msghdr{Name: (*byte)(unsafe.Pointer(&back)), Namelen: unix.SizeofSockaddrInet4, Iov: &iov}
+			msg.SetIovlen(1)
+			err := onLockedThread(func() error {
+				p, err := newPacketRing(recv, 4, 16, false, parked)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					p.Stop()
+					p.Recv(nil)
+				}()
+				dst := make([]Datagram, 4)
+				if err := unix.Sendto(send, []byte("one"), 0, to); err != nil {
+					return err
+				}
+				if n, err := p.Recv(dst); n != 1 || err != nil {
+					return fmt.Errorf("first Recv = %d, %v; want 1 datagram", n, err)
+				}
+				p.Give(dst[0].Bid)
+				p.QueueSend(&msg, 0)
+				if err := unix.Sendto(send, []byte("two"), 0, to); err != nil {
+					return err
+				}
+				// Let the second datagram's completion in without
+				// submitting the queued send (no Flush: the kernel does
+				// not see it yet).
+				for deadline := time.Now().Add(10 * time.Second); p.ring.CQReady() == 0; {
+					if time.Now().After(deadline) {
+						return errors.New("the second datagram never completed")
+					}
+					p.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+				}
+				if q := p.ring.SQReady(); q != 1 {
+					return fmt.Errorf("before Recv: %d entries queued, want the send", q)
+				}
+				if n, err := p.Recv(dst); n != 1 || err != nil || string(dst[0].Data) != "two" {
+					return fmt.Errorf("second Recv = %d, %v; want the datagram \"two\"", n, err)
+				}
+				p.Give(dst[0].Bid)
+				if q := p.ring.SQReady(); q != 0 {
+					return fmt.Errorf("Recv handed out the next batch with %d entries unsubmitted: the reply waits", q)
+				}
+				if res := p.WaitSends(); len(res) != 1 || res[0].Res != int32(len(reply)) {
+					return fmt.Errorf("WaitSends = %v, want the reply sent", res)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b [16]byte
+			n, _, err := unix.Recvfrom(send, b[:], 0)
+			if err != nil || string(b[:n]) != "reply" {
+				t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
+			}
+			runtime.KeepAlive(&msg)
+			runtime.KeepAlive(reply)
+		})
+	}
 }
 
 // TestPacketRingNoAllocs: receiving a batch and giving its buffers back
