@@ -177,6 +177,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kvRecords := fs.Int64("kv-records", 0, "with -proto kv: the records in the server's file (requests pick one at random)")
 	kvWrites := fs.Int("kv-writes", 0, "with -proto kv: percent of requests that are puts (0-100)")
 	outstanding := fs.Int("outstanding", 0, "at most this many requests in flight over all connections (0: one per connection)")
+	latencyLog := fs.String("latency-log", "", "with -proto udp-rr: also write every measured request to this file, one line each: client, send time (Unix ns), latency (ns)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	serveStdFlag := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
 	bufSize := fs.Int("buf", 16<<10, "with -serve-std: read buffer per connection, 1 KiB to 64 KiB")
@@ -213,7 +214,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ringload: -proto udp-rr: -conns %d, -size %d, -rate %v: want 1 to 10000 clients, 16 to 65507 bytes, a rate of 0 or more\n", *conns, *size, *rate)
 			return 2
 		}
-		res, err := udpRR(ctx, *addr, *conns, *size, *rate, *warmup, *duration)
+		var log io.Writer
+		if *latencyLog != "" {
+			f, err := os.Create(*latencyLog)
+			if err != nil {
+				fmt.Fprintln(stderr, "ringload: -latency-log:", err)
+				return 2
+			}
+			defer f.Close()
+			log = f
+		}
+		res, err := udpRR(ctx, *addr, *conns, *size, *rate, *warmup, *duration, log)
 		if err == nil {
 			err = res.write(stdout, *asJSON)
 		}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -163,7 +164,12 @@ const udpLost = 200 * time.Millisecond
 // bytes and waiting for its echo, at rate requests per second over all of
 // them (0: each as fast as replies come). A reply must be the request's
 // bytes; one that does not come within udpLost counts as lost.
-func udpRR(ctx context.Context, addr string, clients, size int, rate float64, warmup, duration time.Duration) (udpRRResult, error) {
+//
+// With log not nil, every measured request is also written to it after
+// the run, one line each: the client's number, the time it was sent (Unix
+// nanoseconds) and its latency (nanoseconds), so that when the slow
+// requests came can be seen, not only how many there were.
+func udpRR(ctx context.Context, addr string, clients, size int, rate float64, warmup, duration time.Duration, log io.Writer) (udpRRResult, error) {
 	res := udpRRResult{Clients: clients, Size: size, OfferedRate: rate}
 	if size < 16 {
 		return res, fmt.Errorf("-size %d: udp-rr needs at least 16 bytes", size)
@@ -172,6 +178,17 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 	var errs atomic.Uint64
 	var firstErr atomic.Value
 	hists := make([]*hdr.Histogram, clients)
+	var logs [][]rrSample
+	if log != nil {
+		logs = make([][]rrSample, clients)
+		if rate > 0 {
+			// Room for the window's requests, so that logging does not
+			// grow slices (and collect garbage) while it measures.
+			for i := range logs {
+				logs[i] = make([]rrSample, 0, int(rate*duration.Seconds()/float64(clients)*1.25)+16)
+			}
+		}
+	}
 	lost := make([]uint64, clients)
 	stopAt := time.Now().Add(warmup + duration)
 	interval := time.Duration(0)
@@ -230,7 +247,11 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 						break
 					}
 					if measuring.Load() {
-						hists[id].Record(time.Since(sent))
+						took := time.Since(sent)
+						hists[id].Record(took)
+						if logs != nil {
+							logs[id] = append(logs[id], rrSample{sent: sent.UnixNano(), took: took})
+						}
 					}
 					break
 				}
@@ -255,6 +276,11 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 		all.Merge(h)
 		res.Lost += lost[i]
 	}
+	if log != nil {
+		if err := writeRRLog(log, logs); err != nil {
+			return res, err
+		}
+	}
 	res.Requests = all.Count()
 	res.ReqPerS = float64(res.Requests) / res.Window
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -264,6 +290,23 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 		res.FirstErr = e
 	}
 	return res, ctx.Err()
+}
+
+// rrSample is one measured request of udpRR's log.
+type rrSample struct {
+	sent int64 // Unix ns
+	took time.Duration
+}
+
+// writeRRLog writes logs, client by client, as udpRR documents.
+func writeRRLog(w io.Writer, logs [][]rrSample) error {
+	bw := bufio.NewWriter(w)
+	for id, l := range logs {
+		for _, x := range l {
+			fmt.Fprintln(bw, id, x.sent, int64(x.took))
+		}
+	}
+	return bw.Flush()
 }
 
 func (r udpRRResult) write(w io.Writer, asJSON bool) error {

@@ -3,8 +3,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,10 +82,13 @@ func TestUDPRR(t *testing.T) {
 				rc.WriteTo(buf[:n], from)
 			}
 		}()
-		res, err := udpRR(context.Background(), rc.LocalAddr().String(), 4, 64, 2000, 50*time.Millisecond, 300*time.Millisecond)
+		var log bytes.Buffer
+		begin := time.Now()
+		res, err := udpRR(context.Background(), rc.LocalAddr().String(), 4, 64, 2000, 50*time.Millisecond, 300*time.Millisecond, &log)
 		if err != nil {
 			t.Fatal(err)
 		}
+		end := time.Now()
 		if corrupt {
 			if res.Errors == 0 || res.FirstErr == "" {
 				t.Errorf("corrupting server: result %+v, want errors", res)
@@ -91,6 +97,22 @@ func TestUDPRR(t *testing.T) {
 		}
 		if res.Requests == 0 || res.Errors != 0 || res.P99us <= 0 || res.P50us > res.P99us {
 			t.Errorf("result %+v", res)
+		}
+		// The latency log: one line per measured request, each a client
+		// of the four, a send time within the run, the latency.
+		lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+		if uint64(len(lines)) != res.Requests {
+			t.Errorf("latency log: %d lines for %d requests measured", len(lines), res.Requests)
+		}
+		for _, l := range lines {
+			var id int
+			var sent, took int64
+			if n, err := fmt.Sscan(l, &id, &sent, &took); n != 3 || err != nil {
+				t.Fatalf("latency log line %q: %v", l, err)
+			}
+			if id < 0 || id >= 4 || sent < begin.UnixNano() || sent > end.UnixNano() || took <= 0 || float64(took) > res.MaxUs*1e3+1e3 {
+				t.Fatalf("latency log line %q: want a client of 4, a send time within the run, a latency up to the max (%.0f µs)", l, res.MaxUs)
+			}
 		}
 	}
 }
