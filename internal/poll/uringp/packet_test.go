@@ -251,26 +251,12 @@ func TestPacketRingArenaOutlivesStop(t *testing.T) {
 // WaitSends gives each result by its number.
 func TestPacketRingSends(t *testing.T) {
 	recv, send, _ := udpPair(t)
-	peer, _ := unix.Getsockname(send)
-	p4 := peer.(*unix.SockaddrInet4)
-	var good unix.RawSockaddrInet4
-	good.Family = unix.AF_INET
-	good.Addr = p4.Addr
-	good.Port = uint16(p4.Port>>8 | p4.Port<<8) // network order
 	payload := []byte("reply")
-	iov := unix.Iovec{Base: &payload[0]}
-	iov.SetLen(len(payload))
-	msgs := make([]unix.Msghdr, 2)
-	for i := range msgs {
-		msgs[i].Name = (*byte)(unsafe.Pointer(&good))
-		msgs[i].Namelen = unix.SizeofSockaddrInet4
-		msgs[i].Iov = &iov
-		msgs[i].SetIovlen(1)
-	}
-	msgs[1].Namelen = 3 // too short for an address: EINVAL
+	good, bad := replyTo(send, payload), replyTo(send, payload)
+	bad.msg.Namelen = 3 // too short for an address: EINVAL
 	onRing(t, recv, 4, 16, func(p *PacketRing) error {
-		p.QueueSend(&msgs[0], 0)
-		p.QueueSend(&msgs[1], 1)
+		p.QueueSend(&good.msg, 0)
+		p.QueueSend(&bad.msg, 1)
 		n, err := p.Recv(make([]Datagram, 4))
 		if n != 0 || err != nil {
 			return fmt.Errorf("Recv with a failed send and no datagram = %d, %v; want 0, nil", n, err)
@@ -294,8 +280,31 @@ func TestPacketRingSends(t *testing.T) {
 	if err != nil || string(b[:n]) != "reply" {
 		t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
 	}
-	runtime.KeepAlive(msgs)
-	runtime.KeepAlive(payload)
+	runtime.KeepAlive(good)
+	runtime.KeepAlive(bad)
+}
+
+// reply is a SENDMSG's message and what it points to, which must stay
+// put until the send completed.
+type reply struct {
+	to  unix.RawSockaddrInet4
+	iov unix.Iovec
+	msg unix.Msghdr
+}
+
+// replyTo returns a message sending payload to the address socket fd is
+// bound to.
+func replyTo(fd int, payload []byte) *reply {
+	sa, _ := unix.Getsockname(fd)
+	p4 := sa.(*unix.SockaddrInet4)
+	r := &reply{iov: unix.Iovec{Base: &payload[0]}}
+	r.to.Family = unix.AF_INET
+	r.to.Addr = p4.Addr
+	r.to.Port = uint16(p4.Port>>8 | p4.Port<<8) // network order
+	r.iov.SetLen(len(payload))
+	r.msg = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&r.to)), Namelen: unix.SizeofSockaddrInet4, Iov: &r.iov}
+	r.msg.SetIovlen(1)
+	return r
 }
 
 // TestPacketRingSendsBeforeNextBatch: replies queued after one batch
@@ -306,17 +315,8 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 	for _, parked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("parked=%v", parked), func(t *testing.T) {
 			recv, send, to := udpPair(t)
-			peer, _ := unix.Getsockname(send)
-			p4 := peer.(*unix.SockaddrInet4)
-			var back unix.RawSockaddrInet4
-			back.Family = unix.AF_INET
-			back.Addr = p4.Addr
-			back.Port = uint16(p4.Port>>8 | p4.Port<<8) // network order
-			reply := []byte("reply")
-			iov := unix.Iovec{Base: &reply[0]}
-			iov.SetLen(len(reply))
-			msg := unix.Msghdr{Name: (*byte)(unsafe.Pointer(&back)), Namelen: unix.SizeofSockaddrInet4, Iov: &iov}
-			msg.SetIovlen(1)
+			payload := []byte("reply")
+			back := replyTo(send, payload)
 			err := onLockedThread(func() error {
 				p, err := newPacketRing(recv, 4, 16, false, parked)
 				if err != nil {
@@ -334,7 +334,7 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 					return fmt.Errorf("first Recv = %d, %v; want 1 datagram", n, err)
 				}
 				p.Give(dst[0].Bid)
-				p.QueueSend(&msg, 0)
+				p.QueueSend(&back.msg, 0)
 				if err := unix.Sendto(send, []byte("two"), 0, to); err != nil {
 					return err
 				}
@@ -357,7 +357,7 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 				if q := p.ring.SQReady(); q != 0 {
 					return fmt.Errorf("Recv handed out the next batch with %d entries unsubmitted: the reply waits", q)
 				}
-				if res := p.WaitSends(); len(res) != 1 || res[0].Res != int32(len(reply)) {
+				if res := p.WaitSends(); len(res) != 1 || res[0].Res != int32(len(payload)) {
 					return fmt.Errorf("WaitSends = %v, want the reply sent", res)
 				}
 				return nil
@@ -370,8 +370,7 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 			if err != nil || string(b[:n]) != "reply" {
 				t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
 			}
-			runtime.KeepAlive(&msg)
-			runtime.KeepAlive(reply)
+			runtime.KeepAlive(back)
 		})
 	}
 }
