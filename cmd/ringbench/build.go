@@ -22,6 +22,7 @@ type bins struct {
 	cEcho              string // bench/c/uring_echo.c, the C liburing reference server
 	cErr               error  // why cEcho is missing, if it is
 	cUDP               string // bench/c/udp_recv.c, the C recvmmsg server (-udp)
+	cUDPRR             string // bench/c/udp_rr.c, the C request/response client (-udp-client c)
 }
 
 // findSource returns the repository root: dir if given, else the first

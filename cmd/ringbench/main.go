@@ -169,6 +169,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpOffered := fs.String("udp-offered", defaultUDPOffered, "with -udp one way: offered datagrams per second, comma-separated (0: unpaced, which livelocks a server sharing its CPU with the softirqs)")
 	udpRcvbuf := fs.Int("udp-rcvbuf", 4<<20, "with -udp: every server's socket receive buffer (SO_RCVBUF; the kernel caps it at net.core.rmem_max)")
 	udpRate := fs.Float64("udp-rate", 0, "with -udp: request/response instead of one way, DNS-like: -udp-flows clients each awaiting its echo, this many requests/s offered over all")
+	udpClient := fs.String("udp-client", "ringload", "with -udp-rate: the clients, ringload (Go, ringload -proto udp-rr) or c (bench/c/udp_rr.c: one C thread, no runtime of its own; needs a C compiler)")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
 	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download) and grpc-go on ringpoll and on their usual network layer, loaded by wrk, h2load and grpc-go's benchmark client")
@@ -301,6 +302,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if *udpRate < 0 {
 			return bad(fmt.Errorf("-udp-rate %v: want 0 (one way) or a rate", *udpRate))
+		}
+		switch *udpClient {
+		case "ringload":
+		case "c":
+			if *udpRate == 0 {
+				return bad(errors.New("-udp-client c: the C client is request/response only; give -udp-rate"))
+			}
+			uc.cClient = true
+		default:
+			return bad(fmt.Errorf("-udp-client %q: want ringload or c", *udpClient))
 		}
 		code, err := benchUDP(ctx, uc)
 		if err != nil {

@@ -182,6 +182,7 @@ func TestParseFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-servers", "iocp"}, {"-conns", "0"}, {"-loads", "x"}, {"-repeats", "0"},
 		{"-duration", "1ms"}, {"-warmup", "-1s"}, {"-server-cpus", "x"}, {"-out", ""}, {"stray"},
+		{"-udp", "-udp-rate", "1000", "-udp-client", "rust"}, {"-udp", "-udp-client", "c"},
 	} {
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("run(%q) exit %d, want 2", args, code)

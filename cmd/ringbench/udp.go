@@ -31,6 +31,12 @@ import (
 // would, so the server pays for the stack and the sender outruns it. The
 // server CPUs' busy time (from /proc/stat, softirqs included) is the cost;
 // drops are the kernel's UDP receive-buffer errors (/proc/net/snmp).
+//
+// With -udp-rate it is request/response instead (DNS-like): clients that
+// each await their request's echo, from ringload -proto udp-rr, or with
+// -udp-client c from bench/c/udp_rr.c, one C thread whose own scheduling
+// does not depend on how the server's wake-ups fall (docs/BENCHMARKS.md,
+// "UDP's DNS-like tail").
 
 // udpServers are the UDP servers ringbench knows: argv builders given the
 // binaries, port, stats file and whether to answer each datagram.
@@ -86,6 +92,7 @@ type udpConfig struct {
 	rcvbuf                int       // each server socket's SO_RCVBUF
 	rr                    bool      // request/response instead of one way
 	rate                  float64   // with rr: offered requests/s
+	cClient               bool      // with rr: bench/c/udp_rr.c, not ringload, is the client
 	src, out, commandLine string
 	stdout, stderr        io.Writer
 	bins                  bins
@@ -150,7 +157,12 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 		return 1, err
 	}
 	cfg.bins = bins{ringecho: filepath.Join(binDir, "ringecho"), ringload: filepath.Join(binDir, "ringload"),
-		peerecho: filepath.Join(binDir, "peerecho"), cUDP: filepath.Join(binDir, "udp_recv")}
+		peerecho: filepath.Join(binDir, "peerecho"), cUDP: filepath.Join(binDir, "udp_recv"), cUDPRR: filepath.Join(binDir, "udp_rr")}
+	if cfg.cClient {
+		if err := cCompile(ctx, filepath.Join(cfg.src, "bench", "c", "udp_rr.c"), cfg.bins.cUDPRR); err != nil {
+			return 1, fmt.Errorf("-udp-client c: %w", err)
+		}
+	}
 	if slices.Contains(cfg.servers, "gnet") {
 		if err := goBuild(ctx, filepath.Join(cfg.src, "bench"), binDir, "./cmd/peerecho"); err != nil {
 			fmt.Fprintf(cfg.stderr, "ringbench: leaving gnet out: %v\n", err)
@@ -239,6 +251,13 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 }
 
 // cCompile builds a C program without libraries.
+// cUDPRRArgs are bench/c/udp_rr.c's arguments for clients clients at
+// rate requests/s of size bytes to 127.0.0.1:port.
+func cUDPRRArgs(port, clients int, rate float64, size int, warmup, duration time.Duration) []string {
+	return []string{"127.0.0.1", fmt.Sprint(port), fmt.Sprint(clients), fmt.Sprint(rate), fmt.Sprint(size),
+		fmt.Sprint(warmup.Milliseconds()), fmt.Sprint(duration.Milliseconds())}
+}
+
 func cCompile(ctx context.Context, src, out string) error {
 	cmd := exec.CommandContext(ctx, "cc", "-O2", "-o", out, src)
 	var stderr bytes.Buffer
@@ -300,6 +319,9 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate floa
 		largv[1] = "udp-rr"
 	}
 	load := exec.Command(cfg.bins.ringload, largv...)
+	if cfg.rr && cfg.cClient {
+		load = exec.Command(cfg.bins.cUDPRR, cUDPRRArgs(port, cfg.flows, rate, size, cfg.warmup, cfg.duration)...)
+	}
 	load.Stdout, load.Stderr = &out, lf
 	load.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := startPinned(load, cfg.loadCPUs); err != nil {
@@ -328,8 +350,12 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate floa
 	if err := errors.Join(err1, err2); err != nil {
 		return fail(err)
 	}
+	client := "ringload"
+	if cfg.rr && cfg.cClient {
+		client = "udp_rr"
+	}
 	if lerr != nil {
-		return fail(fmt.Errorf("ringload: %v", lerr))
+		return fail(fmt.Errorf("%s: %v", client, lerr))
 	}
 	var lr struct {
 		SentPPS float64 `json:"sent_pps"`
@@ -341,10 +367,10 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate floa
 		Lost    uint64  `json:"lost"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &lr); err != nil {
-		return fail(fmt.Errorf("ringload's output %q: %v", out.String(), err))
+		return fail(fmt.Errorf("%s's output %q: %v", client, out.String(), err))
 	}
 	if lr.Errors > 0 {
-		return fail(fmt.Errorf("ringload: %d send errors, first: %s", lr.Errors, lr.First))
+		return fail(fmt.Errorf("%s: %d errors, first: %s", client, lr.Errors, lr.First))
 	}
 	r.Window = at2.Sub(at1).Seconds()
 	r.RecvPPS = float64(t2.Packets-t1.Packets) / r.Window
@@ -507,8 +533,12 @@ func steerLoopback(cpus cpuSet) (func(), error) {
 func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 	if cfg.rr {
 		fmt.Fprintf(w, "\n## UDP, request/response (%s)\n\n", cfg.commandLine)
-		fmt.Fprintf(w, "%d clients (ringload -proto udp-rr), each awaiting its echo, %.0f requests/s offered over all, on CPUs %s; servers on CPUs %s; lo's RPS: off (each side's softirqs run where its peer sends). %d repeats, medians, min-max in brackets.\n\n",
-			cfg.flows, cfg.rate, cfg.loadCPUs, cfg.serverCPUs, cfg.repeats)
+		client := "ringload -proto udp-rr"
+		if cfg.cClient {
+			client = "bench/c/udp_rr.c, one C thread"
+		}
+		fmt.Fprintf(w, "%d clients (%s), each awaiting its echo, %.0f requests/s offered over all, on CPUs %s; servers on CPUs %s; lo's RPS: off (each side's softirqs run where its peer sends). %d repeats, medians, min-max in brackets.\n\n",
+			cfg.flows, client, cfg.rate, cfg.loadCPUs, cfg.serverCPUs, cfg.repeats)
 	} else {
 		fmt.Fprintf(w, "\n## UDP, one way (%s)\n\n", cfg.commandLine)
 		steer := "off (the receive softirqs run on the sender's CPUs)"

@@ -4,7 +4,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +86,86 @@ func TestCPUTicksBusySince(t *testing.T) {
 	} {
 		if got := c.c.busySince(p); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s: busySince = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestCUDPRR: bench/c/udp_rr.c, built as ringbench builds it, measures
+// request/response against an echo server with ringload's JSON fields,
+// logs every measured request with -l, and fails (exit 1, errors counted)
+// against a server that answers wrongly.
+func TestCUDPRR(t *testing.T) {
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "udp_rr")
+	_, file, _, _ := runtime.Caller(0)
+	if err := cCompile(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "bench", "c", "udp_rr.c"), bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, corrupt := range []bool{false, true} {
+		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if corrupt {
+					buf[n-1] ^= 1
+				}
+				pc.WriteTo(buf[:n], from)
+			}
+		}()
+		log := filepath.Join(t.TempDir(), "log")
+		port := pc.LocalAddr().(*net.UDPAddr).Port
+		cmd := exec.Command(bin, append([]string{"-l", log}, cUDPRRArgs(port, 4, 2000, 64, 50*time.Millisecond, 300*time.Millisecond)...)...)
+		out, err := cmd.Output()
+		pc.Close()
+		var res struct {
+			Conns    int     `json:"conns"`
+			Requests uint64  `json:"requests"`
+			ReqPerS  float64 `json:"req_per_s"`
+			P50us    float64 `json:"p50_us"`
+			P99us    float64 `json:"p99_us"`
+			MaxUs    float64 `json:"max_us"`
+			Lost     uint64  `json:"lost"`
+			Errors   uint64  `json:"errors"`
+		}
+		if jerr := json.Unmarshal(out, &res); jerr != nil {
+			t.Fatalf("udp_rr's output %q: %v (exit: %v)", out, jerr, err)
+		}
+		if corrupt {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || res.Errors == 0 {
+				t.Errorf("against a corrupting server: exit %v, %+v; want exit 1 and errors", err, res)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("udp_rr: %v", err)
+		}
+		if res.Conns != 4 || res.Requests == 0 || res.Errors != 0 || res.P50us <= 0 || res.P50us > res.P99us || res.P99us > res.MaxUs {
+			t.Errorf("result %+v", res)
+		}
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		if uint64(len(lines)) != res.Requests {
+			t.Errorf("log: %d lines for %d requests", len(lines), res.Requests)
+		}
+		for _, l := range lines {
+			var id int
+			var sent, took int64
+			if n, err := fmt.Sscan(l, &id, &sent, &took); n != 3 || err != nil || id < 0 || id >= 4 || sent <= 0 || took <= 0 || float64(took) > res.MaxUs*1e3+1e3 {
+				t.Fatalf("log line %q: want a client of 4, a send time, a latency up to the max", l)
+			}
 		}
 	}
 }
