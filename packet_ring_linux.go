@@ -95,8 +95,8 @@ func (c *PacketConn) readRing(ring *uringp.PacketRing, sb *serveBatch) ([]Packet
 // ringSends sends an inline handler's replies through the reader's
 // PacketRing: Flush queues one SENDMSG per message (a GSO run is one),
 // and the reader submits them with one io_uring_enter before it next
-// waits (with the wait itself where the reader is pinned), however many
-// replies the batch had. The flight's
+// waits (with the wait itself where the reader is pinned) or hands out the
+// next batch, however many replies the batch had. The flight's
 // packets and headers stay untouched until the next Flush has seen every
 // completion (settle); the writer fills a second set meanwhile.
 type ringSends struct {

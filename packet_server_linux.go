@@ -116,7 +116,7 @@ func (w *PacketWriter) Flush() error {
 // kernel when it returns. On epoll and uring-reactor it reads with
 // recvmmsg(2) through ReadBatch, sleeping in Go's poller too. An inline
 // handler's replies on the ring engines leave through the ring, submitted
-// before the reader's next wait; otherwise with sendmmsg(2).
+// before the reader's next wait or next batch; otherwise with sendmmsg(2).
 // docs/BENCHMARKS.md ("UDP") measures both readers.
 type PacketServer struct {
 	h      PacketHandler
