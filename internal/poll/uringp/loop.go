@@ -79,9 +79,14 @@ type loop struct {
 	// cancelClock ticks with every enter and every cancel tick: a cancel
 	// two ticks old has had its effect (cancel.go).
 	cancelClock uint8
-	evfd        int // locked: the wake-up eventfd
-	sleeping    atomic.Bool
-	starving    atomic.Bool // some connection waits for buffers (ENOBUFS)
+	// evfd is a locked loop's wake-up eventfd. A producer that cleared
+	// sleeping may write it after the loop stopped and closed it, when
+	// its number may belong to another file already: evMu guards it, and
+	// teardown sets it to -1.
+	evMu     sync.Mutex
+	evfd     int
+	sleeping atomic.Bool
+	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
 
 	mu    sync.Mutex
 	tasks []task
@@ -295,9 +300,12 @@ func (l *loop) teardownRing() {
 	if l.fbufs != nil {
 		l.fbufs.close() // after the ring: it held the pages
 	}
+	l.evMu.Lock()
 	if l.evfd >= 0 {
 		unix.Close(l.evfd)
+		l.evfd = -1
 	}
+	l.evMu.Unlock()
 	if l.page != nil {
 		unix.Munmap(l.page)
 	}
@@ -320,8 +328,12 @@ func (l *loop) wake() {
 			l.parker.wake()
 			return
 		}
-		var one = [8]byte{1}
-		unix.Write(l.evfd, one[:])
+		l.evMu.Lock()
+		if l.evfd >= 0 {
+			var one = [8]byte{1}
+			unix.Write(l.evfd, one[:])
+		}
+		l.evMu.Unlock()
 	}
 }
 
