@@ -35,15 +35,21 @@ type task struct {
 // loop is one epoll event loop. Fields after the mutex-guarded group are
 // touched only by the loop goroutine.
 type loop struct {
-	epfd, evfd int
-	file       *os.File // epfd on Go's poller
-	rc         syscall.RawConn
-	poll       func(uintptr) bool // pollOnce, bound once: no allocation per wait
-	n          int                // events pollOnce found
-	deadline   time.Time          // the read deadline set on file
-	wake       [8]byte            // eventfd increment, read-only after newLoop
-	sleeping   atomic.Bool
-	done       chan struct{}
+	epfd int
+	// evfd is the wake-up eventfd. A producer that cleared sleeping may
+	// write it after the loop shut down and closed it, when its number
+	// may belong to another file already: evMu guards it, and shutdown
+	// sets it to -1.
+	evMu     sync.Mutex
+	evfd     int
+	file     *os.File // epfd on Go's poller
+	rc       syscall.RawConn
+	poll     func(uintptr) bool // pollOnce, bound once: no allocation per wait
+	n        int                // events pollOnce found
+	deadline time.Time          // the read deadline set on file
+	wake     [8]byte            // eventfd increment, read-only after newLoop
+	sleeping atomic.Bool
+	done     chan struct{}
 
 	mu    sync.Mutex
 	fds   []*poll.FD // by descriptor number
@@ -143,7 +149,11 @@ func (l *loop) post(t task) {
 	l.later(t)
 	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
 		l.stats.Wakeups.Add(1)
-		unix.Write(l.evfd, l.wake[:])
+		l.evMu.Lock()
+		if l.evfd >= 0 {
+			unix.Write(l.evfd, l.wake[:])
+		}
+		l.evMu.Unlock()
 	}
 }
 
@@ -336,6 +346,9 @@ func (l *loop) expireDrains() {
 // shutdown releases the loop's descriptors. The engine stops only once
 // every FD registered with it was destroyed, so none is left.
 func (l *loop) shutdown() {
+	l.evMu.Lock()
 	unix.Close(l.evfd)
+	l.evfd = -1
+	l.evMu.Unlock()
 	l.file.Close() // closes epfd
 }
