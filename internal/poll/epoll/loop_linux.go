@@ -35,19 +35,13 @@ type task struct {
 // loop is one epoll event loop. Fields after the mutex-guarded group are
 // touched only by the loop goroutine.
 type loop struct {
-	epfd int
-	// evfd is the wake-up eventfd. A producer that cleared sleeping may
-	// write it after the loop shut down and closed it, when its number
-	// may belong to another file already: evMu guards it, and shutdown
-	// sets it to -1.
-	evMu     sync.Mutex
-	evfd     int
-	file     *os.File // epfd on Go's poller
+	epfd     int
+	ev       *poll.EventFD // the wake-up eventfd
+	file     *os.File      // epfd on Go's poller
 	rc       syscall.RawConn
 	poll     func(uintptr) bool // pollOnce, bound once: no allocation per wait
 	n        int                // events pollOnce found
 	deadline time.Time          // the read deadline set on file
-	wake     [8]byte            // eventfd increment, read-only after newLoop
 	sleeping atomic.Bool
 	done     chan struct{}
 
@@ -75,29 +69,29 @@ func newLoop() (*loop, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	wake, err := poll.NewEventFD()
 	if err != nil {
 		unix.Close(epfd)
-		return nil, os.NewSyscallError("eventfd", err)
+		return nil, err
 	}
+	evfd := wake.FD()
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(evfd)}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
 		unix.Close(epfd)
-		unix.Close(evfd)
+		wake.Close()
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	l := &loop{epfd: epfd, evfd: evfd, done: make(chan struct{}), draining: map[*poll.FD]time.Time{}}
-	l.wake[0] = 1
+	l := &loop{epfd: epfd, ev: wake, done: make(chan struct{}), draining: map[*poll.FD]time.Time{}}
 	if err := unix.SetNonblock(epfd, true); err != nil {
 		unix.Close(epfd)
-		unix.Close(evfd)
+		wake.Close()
 		return nil, os.NewSyscallError("fcntl", err)
 	}
 	l.file = os.NewFile(uintptr(epfd), "epoll")
 	rc, err := l.file.SyscallConn()
 	if err != nil {
 		l.file.Close()
-		unix.Close(evfd)
+		wake.Close()
 		return nil, err
 	}
 	l.rc = rc
@@ -149,11 +143,7 @@ func (l *loop) post(t task) {
 	l.later(t)
 	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
 		l.stats.Wakeups.Add(1)
-		l.evMu.Lock()
-		if l.evfd >= 0 {
-			unix.Write(l.evfd, l.wake[:])
-		}
-		l.evMu.Unlock()
+		l.ev.Signal()
 	}
 }
 
@@ -224,7 +214,7 @@ func (l *loop) dispatch(n int) {
 	l.mu.Lock()
 	for i := range n {
 		ev := &l.events[i]
-		if int(ev.Fd) == l.evfd {
+		if int(ev.Fd) == l.ev.FD() {
 			continue
 		}
 		if fd := l.fds[ev.Fd]; fd != nil {
@@ -233,7 +223,7 @@ func (l *loop) dispatch(n int) {
 	}
 	l.mu.Unlock()
 	if len(l.ready) < n {
-		unix.Read(l.evfd, l.evbuf[:]) // reset the counter; EAGAIN is fine
+		unix.Read(l.ev.FD(), l.evbuf[:]) // reset the counter; EAGAIN is fine
 	}
 	for i := range l.ready {
 		r := &l.ready[i]
@@ -346,9 +336,6 @@ func (l *loop) expireDrains() {
 // shutdown releases the loop's descriptors. The engine stops only once
 // every FD registered with it was destroyed, so none is left.
 func (l *loop) shutdown() {
-	l.evMu.Lock()
-	unix.Close(l.evfd)
-	l.evfd = -1
-	l.evMu.Unlock()
+	l.ev.Close()
 	l.file.Close() // closes epfd
 }

@@ -25,7 +25,7 @@ func TestPostAfterShutdown(t *testing.T) {
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
-	old := l.evfd
+	old := l.ev.FD()
 	l.shutdown()
 	// The eventfd's old number now names the pipe, as it would a file
 	// opened after the loop closed the eventfd.

@@ -79,14 +79,9 @@ type loop struct {
 	// cancelClock ticks with every enter and every cancel tick: a cancel
 	// two ticks old has had its effect (cancel.go).
 	cancelClock uint8
-	// evfd is a locked loop's wake-up eventfd. A producer that cleared
-	// sleeping may write it after the loop stopped and closed it, when
-	// its number may belong to another file already: evMu guards it, and
-	// teardown sets it to -1.
-	evMu     sync.Mutex
-	evfd     int
-	sleeping atomic.Bool
-	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
+	ev          *poll.EventFD // a locked loop's wake-up eventfd
+	sleeping    atomic.Bool
+	starving    atomic.Bool // some connection waits for buffers (ENOBUFS)
 
 	mu    sync.Mutex
 	tasks []task
@@ -138,7 +133,6 @@ func newLoop(m Mode, t Tuning) *loop {
 		mode:        m,
 		tuning:      t,
 		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0,
-		evfd:        -1,
 		draining:    map[*conn]time.Time{},
 		splices:     map[*conn]*SpliceOp{},
 		noRecvLimit: t.NoRecvLimit,
@@ -227,9 +221,8 @@ func (l *loop) setup() error {
 		}
 	}
 	if l.locked {
-		if l.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-			l.evfd = -1
-			return os.NewSyscallError("eventfd", err)
+		if l.ev, err = poll.NewEventFD(); err != nil {
+			return err
 		}
 		if l.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
 			return os.NewSyscallError("mmap", err)
@@ -300,12 +293,9 @@ func (l *loop) teardownRing() {
 	if l.fbufs != nil {
 		l.fbufs.close() // after the ring: it held the pages
 	}
-	l.evMu.Lock()
-	if l.evfd >= 0 {
-		unix.Close(l.evfd)
-		l.evfd = -1
+	if l.ev != nil {
+		l.ev.Close()
 	}
-	l.evMu.Unlock()
 	if l.page != nil {
 		unix.Munmap(l.page)
 	}
@@ -328,12 +318,7 @@ func (l *loop) wake() {
 			l.parker.wake()
 			return
 		}
-		l.evMu.Lock()
-		if l.evfd >= 0 {
-			var one = [8]byte{1}
-			unix.Write(l.evfd, one[:])
-		}
-		l.evMu.Unlock()
+		l.ev.Signal()
 	}
 }
 
@@ -618,7 +603,7 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 // completes it, which ends a blocking enter.
 func (l *loop) armWake() {
 	sqe := l.getSQE()
-	sqe.PrepRead(l.evfd, l.page[:8])
+	sqe.PrepRead(l.ev.FD(), l.page[:8])
 	sqe.UserData = userData(kindWake, 0, 0)
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/mmsg"
+	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
@@ -36,10 +36,9 @@ type PacketRing struct {
 	bufs  *uring.BufRing
 	page  []byte // mmap'd: the RECVMSG template and the wake READ's target
 	msg   *uring.Msghdr
-	evMu  sync.Mutex // guards evfd, which Give and Stop may write after the reader closed it
-	evfd  int
-	ctl   int // control bytes in each buffer
-	max   int // payload bytes a datagram may fill
+	ev    *poll.EventFD // Give and Stop wake a dry or stopped reader with it
+	ctl   int           // control bytes in each buffer
+	max   int           // payload bytes a datagram may fill
 	cqes  [128]uring.CQE
 	next  []uring.CQE // reaped, not yet handed out
 	// backlog holds RECVMSG completions WaitSends reaped, for Recv.
@@ -147,7 +146,7 @@ func newPacketRing(fd, count, payload int, gro, parked bool) (*PacketRing, error
 	if count <= 0 || count > 1<<15 || count&(count-1) != 0 {
 		return nil, errors.New("uring: packet ring: the buffer count must be a power of two up to 32768")
 	}
-	p := &PacketRing{fd: -1, evfd: -1, max: payload}
+	p := &PacketRing{fd: -1, max: payload}
 	if gro {
 		p.ctl = mmsg.ControlSpace
 	}
@@ -171,10 +170,9 @@ func newPacketRing(fd, count, payload int, gro, parked bool) (*PacketRing, error
 		p.teardown()
 		return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
 	}
-	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		p.evfd = -1
+	if p.ev, err = poll.NewEventFD(); err != nil {
 		p.teardown()
-		return nil, os.NewSyscallError("eventfd", err)
+		return nil, err
 	}
 	if p.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
 		p.page = nil
@@ -204,7 +202,7 @@ func newPacketRing(fd, count, payload int, gro, parked bool) (*PacketRing, error
 
 func (p *PacketRing) armWake() {
 	sqe := p.getSQE()
-	sqe.PrepRead(p.evfd, p.page[:8])
+	sqe.PrepRead(p.ev.FD(), p.page[:8])
 	sqe.UserData = udWake
 }
 
@@ -515,14 +513,7 @@ func (p *PacketRing) replenish() {
 	p.taken -= len(p.giving)
 }
 
-func (p *PacketRing) wake() {
-	p.evMu.Lock()
-	if p.evfd >= 0 {
-		one := [8]byte{1}
-		unix.Write(p.evfd, one[:])
-	}
-	p.evMu.Unlock()
-}
+func (p *PacketRing) wake() { p.ev.Signal() }
 
 // Stop makes Recv return ErrStopped, now if it waits. Safe from any
 // goroutine; the reader then tears the ring down.
@@ -590,12 +581,9 @@ func (p *PacketRing) teardown() {
 	if p.fd >= 0 {
 		unix.Close(p.fd)
 	}
-	p.evMu.Lock()
-	if p.evfd >= 0 {
-		unix.Close(p.evfd)
-		p.evfd = -1
+	if p.ev != nil {
+		p.ev.Close()
 	}
-	p.evMu.Unlock()
 	if p.page != nil {
 		unix.Munmap(p.page)
 	}

@@ -68,7 +68,7 @@ func newSendRings(l *loop) (*sendRings, error) {
 			return nil, err
 		}
 		s.rings = append(s.rings, &sendRing{r: r})
-		if err := r.RegisterEventFD(l.evfd); err != nil {
+		if err := r.RegisterEventFD(l.ev.FD()); err != nil {
 			s.close()
 			return nil, err
 		}

@@ -33,7 +33,7 @@ func TestWakeAfterTeardown(t *testing.T) {
 		}
 		defer unix.Close(p[0])
 		defer unix.Close(p[1])
-		old := l.evfd
+		old := l.ev.FD()
 		l.teardownRing()
 		// The eventfd's old number now names the pipe, as it would a file
 		// opened after the loop closed the eventfd.
