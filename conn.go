@@ -45,6 +45,9 @@ type Conn struct {
 	// srvIdx is 1 + the connection's place in its Server's connSet, 0
 	// while it is in none; under the Server's mu.
 	srvIdx int32
+	// viewLen and viewTaken are the length of the Reader's view and the
+	// bytes it took from it (see Reader); the Reader's goroutine's alone.
+	viewLen, viewTaken uint16
 
 	// extra is the state few connections use (close callbacks, Shutdown's
 	// linger, the remote address once asked for), made on first use so
@@ -175,6 +178,7 @@ func (c *Conn) setupFailed() {
 // io.EOF after the peer closed its side and the buffered bytes were read.
 // Read releases the input it consumed: slices from Reader become invalid.
 func (c *Conn) Read(b []byte) (int, error) {
+	c.reader.settle()
 	n, err := c.fd.Read(b)
 	return n, c.opError("read", err)
 }
@@ -256,6 +260,7 @@ func (c *Conn) copyFrom(r io.Reader) (int64, error) {
 // invalid. Safe for concurrent use with other reads: each byte goes to one
 // reader, and other reads wait while w holds input.
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	c.reader.settle()
 	n, err := c.fd.WriteTo(w)
 	return n, c.opError("writeto", err)
 }

@@ -1,6 +1,10 @@
 package ringpoll
 
-import "github.com/ringpoll/ringpoll/internal/buf"
+import (
+	"unsafe"
+
+	"github.com/ringpoll/ringpoll/internal/buf"
+)
 
 // LinkBuffer is a nocopy buffer that belongs to no connection, after
 // netpoll's LinkBuffer: a codec builds a message in it with the Writer's
@@ -36,8 +40,8 @@ func NewLinkBuffer(size ...int) *LinkBuffer {
 // Reader returns a Reader over the buffer's flushed bytes, for code
 // written against *Reader; reading through it is reading the LinkBuffer.
 func (b *LinkBuffer) Reader() *Reader {
-	if b.r.lb == nil {
-		b.r.lb = &b.in
+	if b.r.p == nil {
+		b.r.p = unsafe.Pointer(&b.in)
 	}
 	return &b.r
 }

@@ -3,7 +3,9 @@ package ringpoll
 import (
 	"fmt"
 	"io"
+	"math"
 	"runtime"
+	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
@@ -15,7 +17,11 @@ import (
 // a Writer may send straight from them after its Flush returned (see
 // Writer.WriteBinary). Its methods block until enough input arrived,
 // honouring the read deadline, and must be used by one goroutine at a
-// time.
+// time, which is also the only one reading the Conn (Read, WriteTo) while
+// it uses the Reader: bytes a Reader took from its current input buffer
+// are consumed for the connection with its next call that blocks, fails
+// or releases (a Conn.Read included), not at once, which is what spares
+// Peek and Next a lock.
 //
 // A slice never shows another connection's bytes, even when its connection
 // is closed under it (by Close from another goroutine, Server.Shutdown,
@@ -32,8 +38,70 @@ import (
 // for more bytes than it holds. Slices it returns are valid until its
 // Release.
 type Reader struct {
-	c  *Conn           // the connection, for a connection's Reader
-	lb *buf.LinkBuffer // the bytes of a standalone Reader; nil for a connection's
+	// c is the connection, for a connection's Reader; nil for a
+	// standalone one.
+	c *Conn
+	// p is a standalone Reader's bytes, a *buf.LinkBuffer. A
+	// connection's Reader has none and keeps its view there instead (a
+	// union, so that a Conn stays in its size class): the first byte of
+	// the readable bytes of the input's read node, as its last locked
+	// call found them. The Reader takes bytes from the view without the
+	// input's lock, and the input learns how many with the next locked
+	// call (see poll.FD.NextView). The view's length and the count taken
+	// are c.viewLen and c.viewTaken.
+	p unsafe.Pointer
+}
+
+// own returns a standalone Reader's bytes, nil for a connection's Reader.
+func (r *Reader) own() *buf.LinkBuffer {
+	if r.c != nil {
+		return nil
+	}
+	return (*buf.LinkBuffer)(r.p)
+}
+
+// setView makes v, which a locked call returned, r's view, with nothing
+// taken yet. A longer view than a uint16 counts is cut: any prefix of the
+// read node's bytes will do.
+func (r *Reader) setView(v []byte) {
+	v = v[:min(len(v), math.MaxUint16)]
+	r.p = nil
+	if len(v) > 0 {
+		r.p = unsafe.Pointer(unsafe.SliceData(v))
+	}
+	r.c.viewLen, r.c.viewTaken = uint16(len(v)), 0
+}
+
+// fromView returns the next n bytes from r's view, if it holds them and
+// the connection may still be read.
+func (r *Reader) fromView(n int) ([]byte, bool) {
+	c := r.c
+	taken := int(c.viewTaken)
+	end := taken + n
+	if n <= 0 || end > int(c.viewLen) || !c.fd.ViewUsable() {
+		return nil, false
+	}
+	return unsafe.Slice((*byte)(r.p), c.viewLen)[taken:end:end], true
+}
+
+// settle tells the connection's input of the bytes r took from its view,
+// and gives the view up: before a read that does not go through the view.
+func (r *Reader) settle() {
+	if n := r.settled(); n > 0 {
+		r.c.fd.Consume(n)
+	}
+}
+
+// settled gives r's view up and returns the bytes it took from it, for a
+// call that passes them on to the input itself.
+func (r *Reader) settled() int {
+	c := r.c
+	n := int(c.viewTaken)
+	if c.viewLen != 0 {
+		r.p = nil
+		c.viewLen, c.viewTaken = 0, 0
+	}
+	return n
 }
 
 // Next returns the next n bytes and consumes them.
@@ -41,14 +109,22 @@ func (r *Reader) Next(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ringpoll: Reader.Next(%d): %w", n, ErrNegativeCount)
 	}
-	if r.lb != nil {
-		if n > r.lb.Len() {
+	if lb := r.own(); lb != nil {
+		if n > lb.Len() {
 			return nil, io.EOF
 		}
-		return r.lb.Next(n), nil
+		return lb.Next(n), nil
 	}
-	b, err := r.c.fd.Next(n)
-	return b, r.c.opError("read", err)
+	if b, ok := r.fromView(n); ok {
+		r.c.viewTaken += uint16(n)
+		return b, nil
+	}
+	b, view, err := r.c.fd.NextView(int(r.c.viewTaken), n)
+	if err != nil {
+		return nil, r.c.opError("read", err)
+	}
+	r.setView(view)
+	return b, nil
 }
 
 // Peek returns the next n bytes without consuming them. The slice is valid
@@ -57,14 +133,21 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ringpoll: Reader.Peek(%d): %w", n, ErrNegativeCount)
 	}
-	if r.lb != nil {
-		if n > r.lb.Len() {
+	if lb := r.own(); lb != nil {
+		if n > lb.Len() {
 			return nil, io.EOF
 		}
-		return r.lb.Peek(n), nil
+		return lb.Peek(n), nil
 	}
-	b, err := r.c.fd.Peek(n)
-	return b, r.c.opError("read", err)
+	if b, ok := r.fromView(n); ok {
+		return b, nil
+	}
+	b, view, err := r.c.fd.PeekView(int(r.c.viewTaken), n)
+	if err != nil {
+		return nil, r.c.opError("read", err)
+	}
+	r.setView(view)
+	return b, nil
 }
 
 // Skip consumes the next n bytes.
@@ -72,14 +155,22 @@ func (r *Reader) Skip(n int) error {
 	if n < 0 {
 		return fmt.Errorf("ringpoll: Reader.Skip(%d): %w", n, ErrNegativeCount)
 	}
-	if r.lb != nil {
-		if n > r.lb.Len() {
+	if lb := r.own(); lb != nil {
+		if n > lb.Len() {
 			return io.EOF
 		}
-		r.lb.Skip(n)
+		lb.Skip(n)
 		return nil
 	}
-	return r.c.opError("read", r.c.fd.Skip(n))
+	if _, ok := r.fromView(n); ok {
+		r.c.viewTaken += uint16(n)
+		return nil
+	}
+	if err := r.c.fd.Skip(int(r.c.viewTaken) + n); err != nil {
+		return r.c.opError("read", err)
+	}
+	r.settled()
+	return nil
 }
 
 // Until returns the input up to and including the first delim and consumes
@@ -88,12 +179,13 @@ func (r *Reader) Skip(n int) error {
 // delim); unlike netpoll's Until it then returns no bytes and consumes
 // none, so Next(Len()) still reads them.
 func (r *Reader) Until(delim byte) ([]byte, error) {
-	if r.lb != nil {
-		if i := r.lb.IndexByte(delim); i >= 0 {
-			return r.lb.Next(i + 1), nil
+	if lb := r.own(); lb != nil {
+		if i := lb.IndexByte(delim); i >= 0 {
+			return lb.Next(i + 1), nil
 		}
 		return nil, io.EOF
 	}
+	r.settle()
 	b, err := r.c.fd.Until(delim)
 	return b, r.c.opError("read", err)
 }
@@ -114,23 +206,25 @@ func (r *Reader) Slice(n int) (*Reader, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ringpoll: Reader.Slice(%d): %w", n, ErrNegativeCount)
 	}
-	s := &Reader{lb: buf.New()}
+	slb := buf.New()
+	s := &Reader{p: unsafe.Pointer(slb)}
 	var owned bool
-	if r.lb != nil {
-		if n > r.lb.Len() {
+	if lb := r.own(); lb != nil {
+		if n > lb.Len() {
 			return nil, io.EOF
 		}
-		owned = r.lb.Share(s.lb, n)
+		owned = lb.Share(slb, n)
 		r.Release()
 	} else {
+		r.settle()
 		var err error
-		if owned, err = r.c.fd.Slice(n, s.lb); err != nil {
+		if owned, err = r.c.fd.Slice(n, slb); err != nil {
 			return nil, r.c.opError("read", err)
 		}
 	}
 	if owned {
 		// Abandon, not Discard: slices s returned may outlive s itself.
-		runtime.AddCleanup(s, (*buf.LinkBuffer).Abandon, s.lb)
+		runtime.AddCleanup(s, (*buf.LinkBuffer).Abandon, slb)
 	}
 	return s, nil
 }
@@ -168,21 +262,23 @@ func (r *Reader) ReadByte() (byte, error) {
 // Release frees the input consumed so far, so its memory can be reused and
 // the connection may read more. Slices returned before become invalid.
 func (r *Reader) Release() error {
-	if r.lb != nil {
-		r.lb.Release()
-		r.lb.Shrink()
+	if lb := r.own(); lb != nil {
+		lb.Release()
+		lb.Shrink()
 		return nil
 	}
-	r.c.fd.Release()
+	r.c.fd.ReleaseSkip(r.settled())
 	return nil
 }
 
 // Len returns the number of bytes readable without blocking.
 func (r *Reader) Len() int {
-	if r.lb != nil {
-		return r.lb.Len()
+	if lb := r.own(); lb != nil {
+		return lb.Len()
 	}
-	return r.c.fd.Len()
+	// The input still counts the bytes taken from the view (none once
+	// the connection's buffers were freed).
+	return max(r.c.fd.Len()-int(r.c.viewTaken), 0)
 }
 
 // nocopyThreshold is the size from which WriteBinary links a slice instead

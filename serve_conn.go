@@ -136,7 +136,7 @@ func (c *Conn) runHandler() bool {
 			return false // closed since the check above
 		}
 		err := c.srv.handler(c.srv.ctx, c)
-		after, doneAfter, endedAfter := c.fd.ReleaseState()
+		after, doneAfter, endedAfter := c.fd.ReleaseState(c.reader.settled())
 		c.fd.Unref()
 		if err != nil && !(c.inline() && errors.Is(err, ErrWouldBlock)) {
 			c.Close()

@@ -221,6 +221,20 @@ func (b *LinkBuffer) single(n int) []byte {
 	return f.buf[f.r : f.r+n : f.r+n]
 }
 
+// Front returns the readable bytes of the read node: the longest run of
+// the next bytes that lies in one node, nil if none are readable. Like a
+// Peek of them, the result aliases the node and is valid until the next
+// Release; the bytes a consumer later takes from the buffer are, byte for
+// byte, a prefix of it as long as it takes no more than its length. A
+// producer may append behind it meanwhile: the result does not grow.
+func (b *LinkBuffer) Front() []byte {
+	if b == nil || b.length == 0 {
+		return nil
+	}
+	f := b.front()
+	return f.buf[f.r:f.w:f.w]
+}
+
 // copyOut copies len(p) (<= Len) readable bytes into p, consuming them if
 // consume is set.
 func (b *LinkBuffer) copyOut(p []byte, consume bool) {

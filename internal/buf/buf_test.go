@@ -78,6 +78,34 @@ func TestNextPeek(t *testing.T) {
 	}
 }
 
+// TestFront checks Front: the readable bytes of the read node, in place,
+// past drained nodes, and nothing once the buffer is empty.
+func TestFront(t *testing.T) {
+	var none *LinkBuffer
+	if p := none.Front(); p != nil {
+		t.Fatalf("nil buffer: Front = %q", p)
+	}
+	b, mem := refBuffer("hello", " wor", "ld!")
+	for _, step := range []struct {
+		skip int
+		want string
+	}{{0, "hello"}, {2, "llo"}, {3, " wor"}, {4, "ld!"}, {2, "!"}, {1, ""}} {
+		b.Skip(step.skip)
+		p := b.Front()
+		if string(p) != step.want || (len(p) > 0 && !aliases(p, mem)) || cap(p) != len(p) {
+			t.Fatalf("after skipping %d: Front = %q (cap %d), want %q in place", step.skip, p, cap(p), step.want)
+		}
+	}
+	// A producer's bytes appended after Front do not show in it.
+	c := New()
+	c.Append([]byte("ab"))
+	p := c.Front()
+	c.Append([]byte("cd"))
+	if string(p) != "ab" || c.Len() != 4 {
+		t.Fatalf("Front = %q before an append, Len %d after", p, c.Len())
+	}
+}
+
 func TestSkipReadInto(t *testing.T) {
 	all := "abcdefghijkl"
 	tests := []struct {
