@@ -32,7 +32,7 @@ import (
 // connection's ring (the file spliced into a pipe and the pipe into the
 // socket, two linked SPLICE requests per chunk, cancelled in the ring by
 // Close, f's Close or the deadline), but on Linux 6.18 that costs more
-// CPU than sendfile(2) at every size measured (docs/BENCHMARKS.md), so
+// CPU than sendfile(2) at every size measured (docs/bench/HISTORY.md), so
 // the library does not pick it.
 //
 // f may be on any engine. SendFile is safe for concurrent use with the
@@ -72,7 +72,7 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 // BenchmarkSendFile compares the two per size ("ring" and
 // "uring-sendfile"): on Linux 6.18 the ring's splices, which the kernel
 // runs in io-wq workers, cost 3-8x sendfile(2)'s CPU at 4 KiB, about the
-// same at 64 KiB and 1.3-1.5x from 1 MiB to 16 MiB (docs/BENCHMARKS.md), so
+// same at 64 KiB and 1.3-1.5x from 1 MiB to 16 MiB (docs/bench/HISTORY.md), so
 // no size goes to the ring; the ring path stays for kernels where that
 // changes, and the tests run it.
 var ringSendFileMin int64 = math.MaxInt64

@@ -35,7 +35,7 @@ import (
 // With -udp-rate it is request/response instead (DNS-like): clients that
 // each await their request's echo, from ringload -proto udp-rr, or with
 // -udp-client c from bench/c/udp_rr.c, one C thread whose own scheduling
-// does not depend on how the server's wake-ups fall (docs/BENCHMARKS.md,
+// does not depend on how the server's wake-ups fall (docs/bench/HISTORY.md,
 // "UDP's DNS-like tail").
 
 // udpServers are the UDP servers ringbench knows: argv builders given the
