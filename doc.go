@@ -63,8 +63,12 @@
 //     netpoll's does; release the Reader it returns, since until then it
 //     holds input buffers that the input high-water mark does not count.
 //   - Concurrency: a Reader or Writer is for one goroutine at a time, as in
-//     netpoll; a Reader from Slice may be read on another goroutine than
-//     the connection's and released after the connection closed.
+//     netpoll, and while a connection's Reader is in use its goroutine is
+//     the only one reading the Conn (Read, WriteTo): Peek and Next take
+//     bytes within one input buffer without a lock, and the connection
+//     counts them with the Reader's next call that locks. A Reader from
+//     Slice may be read on another goroutine than the connection's and
+//     released after the connection closed.
 //   - Close callbacks run once after the connection is finished, whoever
 //     closed it, on a goroutine of their own; a connection from Dial is
 //     closed only by Close.
