@@ -309,17 +309,7 @@ func (fd *FD) ViewUsable() bool {
 // view: the readable bytes that follow them in their node (possibly
 // none). On error nothing is consumed, skip included.
 func (fd *FD) NextView(skip, n int) (b, view []byte, err error) {
-	if err := fd.lockInput(skip + n); err != nil {
-		return nil, nil, err
-	}
-	fd.skipTaken(skip)
-	if n > 0 {
-		fd.inHeld = true
-		b = fd.in.Next(n)
-	}
-	view = fd.in.Front()
-	fd.unlockInput()
-	return b, view, nil
+	return fd.takeView(skip, n, true)
 }
 
 // PeekView consumes skip bytes the reader took from its last view, then
@@ -327,13 +317,22 @@ func (fd *FD) NextView(skip, n int) (b, view []byte, err error) {
 // starts with them when they lie in one node. On error nothing is
 // consumed, skip included.
 func (fd *FD) PeekView(skip, n int) (b, view []byte, err error) {
+	return fd.takeView(skip, n, false)
+}
+
+// takeView is NextView (consume set) and PeekView.
+func (fd *FD) takeView(skip, n int, consume bool) (b, view []byte, err error) {
 	if err := fd.lockInput(skip + n); err != nil {
 		return nil, nil, err
 	}
 	fd.skipTaken(skip)
 	if n > 0 {
 		fd.inHeld = true
-		b = fd.in.Peek(n)
+		if consume {
+			b = fd.in.Next(n)
+		} else {
+			b = fd.in.Peek(n)
+		}
 	}
 	view = fd.in.Front()
 	fd.unlockInput()
