@@ -610,8 +610,97 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 			}
 			tw.Flush()
 			fmt.Fprintln(w)
+			writeUDPPaired(w, cfg, runs, size, rate)
 		}
 	}
+}
+
+// udpPaired is one figure of the paired comparison with std: its name
+// and its value in a run.
+type udpPaired struct {
+	name string
+	get  func(udpRun) float64
+}
+
+// writeUDPPaired writes each server's figures over std's, paired within
+// each repeat (a repeat runs every server on the same load, one after the
+// other, so a ratio taken within it cancels the machine's drifts that the
+// medians only dampen): the median of the per-repeat ratios and its 95%
+// bootstrap interval. Request/response compares busy CPU per request,
+// p99 and p99.9 (below 1: less than std's); one way, datagrams received
+// per busy CPU-second (above 1: more). It writes nothing without std's
+// runs.
+func writeUDPPaired(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate float64) {
+	figures := []udpPaired{{"received per busy CPU-s", func(r udpRun) float64 { return r.PerCPU }}}
+	how := "above 1: more datagrams per CPU-second than std"
+	if cfg.rr {
+		figures = []udpPaired{
+			{"CPU-µs per request", func(r udpRun) float64 { return r.CPUusReq }},
+			{"p99", func(r udpRun) float64 { return r.P99us }},
+			{"p99.9", func(r udpRun) float64 { return r.P999us }},
+		}
+		how = "below 1: less CPU, or a shorter tail, than std's"
+	}
+	var rows []string
+	for _, srv := range cfg.servers {
+		if srv == "std" {
+			continue
+		}
+		row := "| " + srv
+		found := false
+		for _, f := range figures {
+			rs := udpPairedRatios(runs, cfg.rr, size, rate, srv, "std", f.get)
+			if len(rs) == 0 {
+				row += " | -"
+				continue
+			}
+			found = true
+			lo, hi := bootstrap(rs)
+			row += fmt.Sprintf(" | %.3f (%.3f-%.3f, n=%d)", median(rs), lo, hi, len(rs))
+		}
+		if found {
+			rows = append(rows, row+" |")
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Each server paired with std within each repeat: the median of the per-repeat ratios over std's and its 95%% bootstrap interval (%s):\n\n| server", how)
+	for _, f := range figures {
+		fmt.Fprintf(w, " | %s", f.name)
+	}
+	fmt.Fprintf(w, " |\n|---%s\n", strings.Repeat("|---", len(figures))+"|")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	fmt.Fprintln(w)
+}
+
+// udpPairedRatios returns, for each repeat in which both a and b ran
+// size (at rate, one way) without error, get of a's run over get of b's,
+// sorted.
+func udpPairedRatios(runs []udpRun, rr bool, size int, rate float64, a, b string, get func(udpRun) float64) []float64 {
+	perRepeat := map[int][2]float64{}
+	for _, r := range runs {
+		if r.Size != size || (!rr && r.Offered != rate) || r.Err != "" || (r.Server != a && r.Server != b) {
+			continue
+		}
+		v := perRepeat[r.Repeat]
+		if r.Server == a {
+			v[0] = get(r)
+		} else {
+			v[1] = get(r)
+		}
+		perRepeat[r.Repeat] = v
+	}
+	var rs []float64
+	for _, v := range perRepeat {
+		if v[0] > 0 && v[1] > 0 {
+			rs = append(rs, v[0]/v[1])
+		}
+	}
+	slices.Sort(rs)
+	return rs
 }
 
 // offeredText names an offered rate.

@@ -52,6 +52,35 @@ func TestUDPReport(t *testing.T) {
 	}
 }
 
+// TestUDPReportPaired: request/response runs are compared with std's
+// repeat by repeat, on CPU per request and on the tail, and a repeat in
+// which a server failed is left out of its ratios.
+func TestUDPReportPaired(t *testing.T) {
+	cfg := udpConfig{servers: []string{"ringpoll", "std"}, sizes: []int{64}, flows: 100, repeats: 4, rr: true, rate: 20000, loadCPUs: cpuSet{1}, serverCPUs: cpuSet{0}}
+	var runs []udpRun
+	for i, r := range []struct{ cpu, p99 float64 }{{9, 120}, {8, 110}, {9, 90}} {
+		// std drifts from repeat to repeat; the ratios do not.
+		drift := float64(i + 1)
+		runs = append(runs,
+			udpRun{Server: "std", Size: 64, Repeat: i, Mode: "rr", CPUusReq: 10 * drift, P99us: 100 * drift, P999us: 500 * drift},
+			udpRun{Server: "ringpoll", Size: 64, Repeat: i, Mode: "rr", CPUusReq: r.cpu * drift, P99us: r.p99 * drift, P999us: 250 * drift})
+	}
+	runs = append(runs,
+		udpRun{Server: "std", Size: 64, Repeat: 3, Mode: "rr", CPUusReq: 10, P99us: 100, P999us: 500},
+		udpRun{Server: "ringpoll", Size: 64, Repeat: 3, Mode: "rr", Err: "boom"})
+	var b bytes.Buffer
+	writeUDPReport(&b, cfg, runs)
+	out := b.String()
+	for _, want := range []string{"| server | CPU-µs per request | p99 | p99.9 |", "| ringpoll | 0.900 (", "| 1.100 (", "| 0.500 (0.500-0.500, n=3) |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| std |") {
+		t.Errorf("std is paired with itself:\n%s", out)
+	}
+}
+
 // TestUDPChart: one bar per server that has runs, scaled to the largest,
 // with its median printed.
 func TestUDPChart(t *testing.T) {
