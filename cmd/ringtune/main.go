@@ -9,7 +9,8 @@
 //	ringtune revert  [-state FILE]
 //
 // plan diagnoses what inspect sees with rules, each citing its source
-// (the kernel's scaling.rst, tuned's profiles, netdata's alarms), and
+// (the kernel's scaling.rst and guest-halt-polling.rst, tuned's
+// profiles, netdata's alarms), and
 // prints the commands that would apply each. apply carries out the plan's
 // file writes (sysfs and sysctls; ethtool and taskset are printed for the
 // operator), as a dry run unless -yes, after checking each can be written,

@@ -14,7 +14,7 @@ func TestInspectFixture(t *testing.T) {
 	if code := run([]string{"inspect", "-interval", "10ms", "-root", "testdata/virtio-2cpu"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"NET_RX", "eth0 (virtio2): 1 rx, 1 tx queues", "IRQ 38 virtio2-input.0, affinity 0-1", "net.core.netdev_budget = 300", "irqbalance: not running"} {
+	for _, want := range []string{"NET_RX", "eth0 (virtio2): 1 rx, 1 tx queues", "IRQ 38 virtio2-input.0, affinity 0-1", "net.core.netdev_budget = 300", "irqbalance: not running", "cpuidle: haltpoll, guest_halt_poll_ns 0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -24,7 +24,11 @@ const (
 	srcTunedThr = "tuned profile network-throughput"
 	srcTunedLat = "tuned profile network-latency"
 	srcIRQBal   = "irqbalance(1)"
+	srcHaltPoll = "Linux Documentation/virt/guest-halt-polling.rst"
 )
+
+// haltPollNs is the kernel's default guest_halt_poll_ns.
+const haltPollNs = 200000
 
 // rfsEntries is the global flow table scaling.rst suggests for a
 // moderately loaded server.
@@ -35,7 +39,7 @@ const rfsEntries = 32768
 func Plan(r *Rates) []Finding {
 	var fs []Finding
 	for _, rule := range []func(*Rates) []Finding{
-		planRPS, planRFS, planQueues, planBudget, planBacklog, planBuffers, planLoops, planIRQBalance,
+		planRPS, planRFS, planQueues, planBudget, planBacklog, planBuffers, planLoops, planIRQBalance, planHaltPoll,
 	} {
 		fs = append(fs, rule(r)...)
 	}
@@ -287,6 +291,25 @@ func planIRQBalance(r *Rates) []Finding {
 		Advice:   "it moves the NICs' interrupts (" + strings.Join(irqs, ", ") + ") on its own: ban them before pinning them, or changes to their affinity do not last",
 		Source:   srcIRQBal,
 		Commands: []string{"IRQBALANCE_ARGS=\"" + strings.Join(args, " ") + "\" in /etc/default/irqbalance, then: systemctl restart irqbalance"},
+	}}
+}
+
+// planHaltPoll: a KVM guest whose idle CPUs halt without polling first
+// pays a VM exit, and the host's wake-up, each time a server that went
+// idle is woken. guest_halt_poll_ns 0 turns the polling off (some hosts
+// boot their guests so); the kernel's default polls for up to 200 µs.
+func planHaltPoll(r *Rates) []Finding {
+	if r.Now.CPUIdle != "haltpoll" || r.Now.GuestHaltPollNs != "0" {
+		return nil
+	}
+	return []Finding{{
+		Rule: "haltpoll",
+		Seen: "a virtual machine whose idle CPUs halt at once: cpuidle driver haltpoll, guest_halt_poll_ns 0",
+		Advice: fmt.Sprintf("a server that idles between requests pays a VM exit and a wake-up from the host for each one that finds it idle: "+
+			"let an idle CPU poll for up to %d µs before it halts, the kernel's default, for a shorter tail at partial load "+
+			"(the polling counts as idle time in the guest and costs the host's CPU)", haltPollNs/1000),
+		Source:   srcHaltPoll + " (guest_halt_poll_ns; polling avoids the VM exit and the waker's IPI)",
+		Commands: []string{fmt.Sprintf("echo %d > /sys/module/haltpoll/parameters/guest_halt_poll_ns", haltPollNs)},
 	}}
 }
 

@@ -1,6 +1,8 @@
 package tune
 
 import (
+	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,11 +49,11 @@ func TestPlanFixtures(t *testing.T) {
 		name, root, then string
 		want             []string
 	}{
-		{"single-queue virtio, 2 CPUs", "../testdata/virtio-2cpu", "", []string{"rps", "buffers"}},
+		{"single-queue virtio, 2 CPUs, halt polling off", "../testdata/virtio-2cpu", "", []string{"rps", "buffers", "haltpoll"}},
 		{"4 queues, 8 CPUs, irqbalance", "../testdata/mq-8cpu", "", []string{"rps", "buffers", "irqbalance"}},
 		{"squeezes and drops, a softnet counter wrapping", "../testdata/squeeze-2cpu/before", "../testdata/squeeze-2cpu/after", []string{"rps", "budget", "backlog", "buffers"}},
 		{"16 queues, 4 CPUs, mlx5-style interrupt names", "../testdata/mq-16q-4cpu", "", []string{"queues"}},
-		{"single-queue virtio with RPS already set", "../testdata/virtio-2cpu-rps", "", []string{"rfs", "buffers"}},
+		{"single-queue virtio with RPS already set, halt polling on", "../testdata/virtio-2cpu-rps", "", []string{"rfs", "buffers"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := Plan(fixtureRates(t, tc.root, tc.then))
@@ -66,6 +68,42 @@ func TestPlanRPS(t *testing.T) {
 	f := findRule(t, Plan(fixtureRates(t, "../testdata/virtio-2cpu", "")), "rps")
 	if !slices.Equal(f.Commands, []string{"echo 3 > /sys/class/net/eth0/queues/rx-0/rps_cpus"}) || !strings.Contains(f.Source, "scaling.rst") {
 		t.Errorf("%+v", f)
+	}
+}
+
+// TestPlanHaltPoll: a guest whose idle CPUs halt without polling is told
+// to poll as the kernel does by default; apply writes the module
+// parameter and revert puts 0 back. A guest that polls, and a machine
+// without the haltpoll driver, get no such advice.
+func TestPlanHaltPoll(t *testing.T) {
+	root := copyTree(t, "../testdata/virtio-2cpu")
+	fs := Plan(fixtureRates(t, root, ""))
+	f := findRule(t, fs, "haltpoll")
+	if !slices.Equal(f.Commands, []string{"echo 200000 > /sys/module/haltpoll/parameters/guest_halt_poll_ns"}) || !strings.Contains(f.Source, "guest-halt-polling.rst") {
+		t.Errorf("%+v", f)
+	}
+	param := filepath.Join(root, "sys/module/haltpoll/parameters/guest_halt_poll_ns")
+	changes, err := Apply(root, fs, false, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, param); got != "200000" {
+		t.Fatalf("after apply: guest_halt_poll_ns %s", got)
+	}
+	state := filepath.Join(root, "state.json")
+	if err := SaveState(state, State{Root: root, Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Revert(state, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, param); got != "0" {
+		t.Errorf("after revert: guest_halt_poll_ns %s", got)
+	}
+	for _, other := range []string{"../testdata/virtio-2cpu-rps", "../testdata/mq-8cpu"} {
+		if slices.Contains(rules(Plan(fixtureRates(t, other, ""))), "haltpoll") {
+			t.Errorf("%s: haltpoll advised", other)
+		}
 	}
 }
 

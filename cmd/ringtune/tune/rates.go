@@ -180,6 +180,13 @@ func (r *Rates) Render(w io.Writer, pid int) {
 	default:
 		fmt.Fprintln(w, "irqbalance: not running")
 	}
+	if r.Now.CPUIdle != "" {
+		fmt.Fprintf(w, "cpuidle: %s", r.Now.CPUIdle)
+		if r.Now.GuestHaltPollNs != "" {
+			fmt.Fprintf(w, ", guest_halt_poll_ns %s", r.Now.GuestHaltPollNs)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(r.Now.Missing) > 0 {
 		fmt.Fprintf(w, "unknown (not readable here): %s\n", strings.Join(r.Now.Missing, "; "))
 	}

@@ -46,6 +46,13 @@ type Snapshot struct {
 	IRQBalance *bool `json:"irqbalance,omitempty"`
 	// Tasks are the threads of the process asked about (-pid).
 	Tasks []Task `json:"tasks,omitempty"`
+	// CPUIdle is the cpuidle driver (sys/devices/system/cpu/cpuidle/
+	// current_driver), and GuestHaltPollNs the haltpoll governor's
+	// guest_halt_poll_ns (sys/module/haltpoll/parameters), where the
+	// kernel has them: a KVM guest's idle policy. Empty where absent,
+	// which is no fault (bare metal has no haltpoll).
+	CPUIdle         string `json:"cpuidle,omitempty"`
+	GuestHaltPollNs string `json:"guest_halt_poll_ns,omitempty"`
 	// Missing lists what could not be read, and why.
 	Missing []string `json:"missing,omitempty"`
 }
@@ -165,10 +172,22 @@ func Read(root string, pid int) *Snapshot {
 		s.Sysctls[name] = strings.TrimSpace(string(b))
 	}
 	s.IRQBalance = irqbalanceRuns(fs)
+	s.CPUIdle = readOptional(root, "sys/devices/system/cpu/cpuidle/current_driver")
+	s.GuestHaltPollNs = readOptional(root, "sys/module/haltpoll/parameters/guest_halt_poll_ns")
 	if pid > 0 {
 		s.readTasks(root, pid, miss)
 	}
 	return s
+}
+
+// readOptional returns the trimmed contents of root/rel, or "" where it
+// cannot be read.
+func readOptional(root, rel string) string {
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // readNICs lists the interfaces in sys/class/net with their queues.
