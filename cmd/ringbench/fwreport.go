@@ -207,12 +207,5 @@ func pairedBy(runs []benchfmt.Run, c benchfmt.Cell, ref, key string) []float64 {
 		pair[i] = v
 		perRepeat[run.Repeat] = pair
 	}
-	var rs []float64
-	for _, p := range perRepeat {
-		if p[0] > 0 && p[1] > 0 {
-			rs = append(rs, p[0]/p[1])
-		}
-	}
-	slices.Sort(rs)
-	return rs
+	return ratios(perRepeat)
 }

@@ -50,6 +50,12 @@ func pairedRatios(runs []benchfmt.Run, c benchfmt.Cell, a, b string) []float64 {
 		}
 		perRepeat[run.Repeat] = v
 	}
+	return ratios(perRepeat)
+}
+
+// ratios returns, sorted, the first figure over the second of each
+// repeat in perRepeat that has both.
+func ratios(perRepeat map[int][2]float64) []float64 {
 	var rs []float64
 	for _, v := range perRepeat {
 		if v[0] > 0 && v[1] > 0 {

@@ -693,14 +693,7 @@ func udpPairedRatios(runs []udpRun, rr bool, size int, rate float64, a, b string
 		}
 		perRepeat[r.Repeat] = v
 	}
-	var rs []float64
-	for _, v := range perRepeat {
-		if v[0] > 0 && v[1] > 0 {
-			rs = append(rs, v[0]/v[1])
-		}
-	}
-	slices.Sort(rs)
-	return rs
+	return ratios(perRepeat)
 }
 
 // offeredText names an offered rate.
