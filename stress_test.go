@@ -594,12 +594,8 @@ func TestStressManyConns(t *testing.T) {
 				// goroutine adopts its connection (Server.adopt), so the
 				// count may trail the last echoes for a moment; the
 				// clients stay open meanwhile, so it must reach n.
-				deadline := time.Now().Add(tsTimeout)
-				for srv.live() != n && len(errs) == 0 && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
-				if live := srv.live(); live != n && len(errs) == 0 {
-					t.Errorf("server holds %d connections with all %d clients open", live, n)
+				if len(errs) == 0 {
+					tsEventually(t, fmt.Sprintf("the server to hold all %d connections while they are open", n), func() bool { return srv.live() == n })
 				}
 				close(allOpen)
 				tsWait(t, "2000 connections to finish", done.Wait)
