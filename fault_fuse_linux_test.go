@@ -8,10 +8,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +28,13 @@ import (
 // read and a close need (include/uapi/linux/fuse.h, protocol 7.31) and
 // answers ENOSYS to the rest.
 
+// The server runs in a child process, this test binary started again
+// with fuseServerEnv set, never in a goroutine of the test process: a
+// thread of the test process asleep in the file system must not wait on
+// a goroutine of the same process. Such a thread holds up a
+// stop-the-world until the file system answers, and an exiting process
+// closes its files (FUSE flushes them) before its goroutines could answer.
+
 // FUSE opcodes and sizes.
 const (
 	fuseLookup      = 1
@@ -38,6 +46,7 @@ const (
 	fuseFlush       = 25
 	fuseInit        = 26
 	fuseInterrupt   = 36
+	fusePoll        = 40
 	fuseBatchForget = 42
 
 	fuseInHeader  = 40 // struct fuse_in_header
@@ -47,57 +56,137 @@ const (
 	fuseBadSize = 1 << 20 // the bad file's length
 )
 
-// fuseServer serves one FUSE mount from a goroutine.
-type fuseServer struct {
-	dev  *os.File
-	dir  string
-	done chan struct{}
-	mu   sync.Mutex
-	errs []error // what the server could not answer
+// The child server's environment and descriptors.
+const (
+	fuseServerEnv = "RINGPOLL_TEST_FUSE_SERVER" // "serve", or "hold": hold the first poll or read
+	fuseDevFD     = 3                           // /dev/fuse, mounted
+	fuseHeldFD    = 4                           // the server writes a byte here when it holds a request
+	fuseReleaseFD = 5                           // and answers it once a byte comes here
+)
+
+// fuseHoldLimit bounds a hold: a test process that cannot release the
+// request (the bug TestFileReadSleepingFS looks for) must not hang. The
+// server then answers anyway and says so on stderr, which fails the test.
+const fuseHoldLimit = 20 * time.Second
+
+func init() {
+	if mode := os.Getenv(fuseServerEnv); mode != "" {
+		os.Exit(fuseServe(mode == "hold"))
+	}
 }
 
-// mountFaulty mounts the failing file system on a new directory and
-// returns it; the cleanup unmounts it. It skips the test when the
+// faultyMount is a mounted failing file system and its server process.
+type faultyMount struct {
+	dir     string
+	held    *os.File // the server's notices of a held request
+	release *os.File // where the test releases it
+}
+
+// mountFaulty mounts the failing file system on a new directory, served
+// by a child process; the cleanup unmounts it and reports what the server
+// could not answer. With hold, the server holds the first poll or read
+// request until the test calls release. It skips the test when the
 // machine cannot mount FUSE.
-func mountFaulty(t *testing.T) string {
+func mountFaulty(t *testing.T, hold bool) *faultyMount {
 	t.Helper()
-	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Skipf("no failing device to read from: opening /dev/fuse: %v (the kernel has no device-mapper error target or fail_make_request either)", err)
 	}
-	dir := t.TempDir()
+	dev := os.NewFile(uintptr(fd), "/dev/fuse")
+	defer dev.Close() // the child has its own copy
+	m := &faultyMount{dir: t.TempDir()}
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", fd, os.Getuid(), os.Getgid())
-	if err := unix.Mount("ringpoll-faulty", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		unix.Close(fd)
+	if err := unix.Mount("ringpoll-faulty", m.dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		t.Skipf("no failing device to read from: mounting FUSE: %v (needs CAP_SYS_ADMIN)", err)
 	}
-	s := &fuseServer{dev: os.NewFile(uintptr(fd), "/dev/fuse"), dir: dir, done: make(chan struct{})}
-	go s.serve()
+	heldR, heldW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseR, releaseW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.held, m.release = heldR, releaseW
+	mode := "serve"
+	if hold {
+		mode = "hold"
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fuseServerEnv+"="+mode)
+	cmd.ExtraFiles = []*os.File{dev, heldW, releaseR} // fds 3, 4, 5
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe() // the child ends when it closes
+	if err == nil {
+		err = cmd.Start()
+	}
+	heldW.Close()
+	releaseR.Close()
+	if err != nil {
+		unix.Unmount(m.dir, unix.MNT_DETACH)
+		heldR.Close()
+		releaseW.Close()
+		t.Fatalf("starting the FUSE server: %v", err)
+	}
 	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
+		if err := unix.Unmount(m.dir, 0); err != nil {
 			t.Errorf("unmounting the FUSE test mount: %v", err)
-			unix.Unmount(dir, unix.MNT_DETACH)
+			unix.Unmount(m.dir, unix.MNT_DETACH)
 		}
-		s.dev.Close() // ends serve's read
-		<-s.done
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, err := range s.errs {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
 			t.Errorf("FUSE server: %v", err)
 		}
+		heldR.Close()
+		releaseW.Close()
+		if stderr.Len() > 0 {
+			t.Errorf("FUSE server: %s", stderr.Bytes())
+		}
 	})
-	return dir
+	return m
 }
 
-func (s *fuseServer) serve() {
-	defer close(s.done)
+// waitHeld returns once the server holds a request.
+func (m *faultyMount) waitHeld(t *testing.T) {
+	t.Helper()
+	if _, err := m.held.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("waiting for the FUSE server to hold a request: %v", err)
+	}
+}
+
+// releaseHeld lets the server answer the request it holds.
+func (m *faultyMount) releaseHeld(t *testing.T) {
+	t.Helper()
+	if _, err := m.release.Write([]byte{1}); err != nil {
+		t.Fatalf("releasing the FUSE server's request: %v", err)
+	}
+}
+
+// fuseServer answers the kernel's requests in the child process.
+type fuseServer struct {
+	hold bool // hold the next poll or read until released
+}
+
+// fuseServe is the child process: it serves /dev/fuse until the mount
+// goes away or the test process does (its stdin closes), and returns the
+// exit code. What it cannot answer it writes to stderr.
+func fuseServe(hold bool) int {
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0) // the test process ended without unmounting
+	}()
+	s := &fuseServer{hold: hold}
 	buf := make([]byte, 256<<10) // over max_write plus headers, as the kernel wants
 	for {
-		n, err := s.dev.Read(buf)
-		if err != nil {
-			return // unmounted (ENODEV) or closed
-		}
-		if n < fuseInHeader {
+		n, err := unix.Read(fuseDevFD, buf)
+		switch {
+		case err == unix.EINTR || err == unix.ENOENT: // ENOENT: interrupted meanwhile
+			continue
+		case err != nil:
+			return 0 // unmounted (ENODEV)
+		case n < fuseInHeader:
 			continue
 		}
 		s.handle(buf[:n])
@@ -111,6 +200,10 @@ func (s *fuseServer) handle(req []byte) {
 	unique := ne.Uint64(req[8:])
 	node := ne.Uint64(req[16:])
 	body := req[fuseInHeader:]
+	if s.hold && (op == fusePoll || op == fuseRead) {
+		s.hold = false
+		s.holdUntilReleased()
+	}
 	switch op {
 	case fuseForget, fuseBatchForget, fuseInterrupt:
 		return // no reply; an interrupted read fails anyway
@@ -147,8 +240,30 @@ func (s *fuseServer) handle(req []byte) {
 		s.reply(unique, -int32(syscall.EIO), nil)
 	case fuseRelease, fuseFlush:
 		s.reply(unique, 0, nil)
-	default:
+	default: // fusePoll among them: the kernel then polls the file as always ready
 		s.reply(unique, -int32(syscall.ENOSYS), nil)
+	}
+}
+
+// holdUntilReleased tells the test a request is held and waits for its
+// release, for at most fuseHoldLimit.
+func (s *fuseServer) holdUntilReleased() {
+	if _, err := unix.Write(fuseHeldFD, []byte{1}); err != nil {
+		fmt.Fprintf(os.Stderr, "telling the test of a held request: %v\n", err)
+		return
+	}
+	fds := []unix.PollFd{{Fd: fuseReleaseFD, Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(fuseHoldLimit/time.Millisecond))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "waiting for the test to release a request: %v\n", err)
+		case n == 0:
+			fmt.Fprintf(os.Stderr, "held a request for %v and the test never released it: no goroutine of the test process ran while a thread of it waited on this file system\n", fuseHoldLimit)
+		}
+		return
 	}
 }
 
@@ -177,11 +292,9 @@ func (s *fuseServer) reply(unique uint64, errno int32, body []byte) {
 	ne.PutUint32(out[4:], uint32(errno))
 	ne.PutUint64(out[8:], unique)
 	copy(out[fuseOutHeader:], body)
-	if _, err := s.dev.Write(out); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, os.ErrClosed) {
+	if _, err := unix.Write(fuseDevFD, out); err != nil && err != unix.ENOENT {
 		// ENOENT: the request was interrupted meanwhile.
-		s.mu.Lock()
-		s.errs = append(s.errs, fmt.Errorf("reply to %d: %w", unique, err))
-		s.mu.Unlock()
+		fmt.Fprintf(os.Stderr, "reply to %d: %v\n", unique, err)
 	}
 }
 
@@ -190,7 +303,7 @@ func (s *fuseServer) reply(unique uint64, errno int32, body []byte) {
 // (the page-cache try, then the ring), ReadAtContext, and Read (through
 // the ring on the io_uring engines).
 func TestFileReadEIO(t *testing.T) {
-	dir := mountFaulty(t)
+	dir := mountFaulty(t, false).dir
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		name := filepath.Join(dir, "bad")
 		f := fileOpen(t, e, name, os.O_RDONLY)
@@ -220,7 +333,7 @@ func TestFileReadEIO(t *testing.T) {
 // EIO, on every engine, in an *os.PathError for the file inside the
 // *net.OpError; the connection stays usable for what comes after.
 func TestConnSendFileEIO(t *testing.T) {
-	dir := mountFaulty(t)
+	dir := mountFaulty(t, false).dir
 	sfUseRing(t)
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		f := fileOpen(t, e, filepath.Join(dir, "bad"), os.O_RDONLY)
