@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -357,5 +358,33 @@ func TestConnSendFileEIO(t *testing.T) {
 		if _, err := io.ReadFull(peer, got); err != nil || string(got) != "still here" {
 			t.Fatalf("after the failed SendFile the peer read %q, %v", got, err)
 		}
+	})
+}
+
+// TestFileReadSleepingFS: a file read may sleep in the thread that
+// submits it to the ring (io_uring first issues it inline, and polls a
+// FUSE file through the file system's server to see whether it can);
+// the rest of the program must run meanwhile. With one P, the server
+// holds that first request until the test goroutine, which can run only
+// if the submitting thread gave its P up, releases it. Before the ring
+// told the scheduler about such enters, the loop's thread slept holding
+// the P, and a stop-the-world (a garbage collection) then waited on a
+// file system served by the same process forever.
+func TestFileReadSleepingFS(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		m := mountFaulty(t, true)
+		f := fileOpen(t, e, filepath.Join(m.dir, "bad"), os.O_RDONLY)
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.ReadAtContext(t.Context(), make([]byte, 4096), 0)
+			done <- err
+		}()
+		m.waitHeld(t)
+		m.releaseHeld(t)
+		if err := <-done; !errors.Is(err, syscall.EIO) {
+			t.Errorf("read of a failing file after a held request: %v; want EIO", err)
+		}
+		// The server reports, at cleanup, a hold the test did not end.
 	})
 }

@@ -34,6 +34,9 @@ type File struct {
 	// (preadv2 with RWF_NOWAIT) and goes to the ring only if the data is
 	// not there; not for O_DIRECT, which never reads the cache.
 	tryCache atomic.Bool
+	// mayBlock: the file lacks FMODE_NOWAIT, so io_uring's inline try
+	// of a request may sleep in the loop's thread (nowaitCapable).
+	mayBlock bool
 
 	mu      sync.RWMutex // requests hold it shared; Close exclusively
 	closed  atomic.Bool
@@ -94,9 +97,25 @@ func newFile(fd int, name string, opts []Option) (*File, error) {
 	if e, ok := ref.eng.(*uringp.Engine); ok {
 		f.ring, f.fl = true, e.FileLoop()
 		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-		f.tryCache.Store(err == nil && fl&unix.O_DIRECT == 0)
+		f.mayBlock = !nowaitCapable(fd)
+		f.tryCache.Store(err == nil && fl&unix.O_DIRECT == 0 && !f.mayBlock)
 	}
 	return f, nil
+}
+
+// nowaitCapable reports whether the kernel can try fd's reads and writes
+// without sleeping (the file has FMODE_NOWAIT, as files on local file
+// systems, pipes and sockets do). io_uring issues a request of a file
+// without it, FUSE's for one, from the thread that submits it, where it
+// may sleep until the file system's server answers. A read with
+// RWF_NOWAIT of such a file fails with EOPNOTSUPP before the file system
+// sees it; the probe asks for a byte at an offset past any file's end,
+// so that on other files it reads nothing and starts no readahead. A file
+// it cannot read (opened write-only) counts as one that may sleep.
+func nowaitCapable(fd int) bool {
+	var b [1]byte
+	_, err := unix.Preadv2(fd, [][]byte{b[:]}, 1<<62, unix.RWF_NOWAIT)
+	return err != unix.EOPNOTSUPP && err != unix.EBADF
 }
 
 // Name returns the name the file was opened with.
@@ -242,7 +261,7 @@ func (f *File) do(ctx context.Context, op uint8, p []byte, off int64) (int, erro
 		}
 	}
 	for {
-		req := uringp.FileOp{Op: op, Fd: f.fd, Buf: p, Off: off}
+		req := uringp.FileOp{Op: op, Fd: f.fd, Buf: p, Off: off, MayBlock: f.mayBlock}
 		res := f.fl.Run(ctx, f.closing, &req)
 		switch {
 		case res >= 0:

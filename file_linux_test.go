@@ -299,3 +299,50 @@ func TestFileDirect(t *testing.T) {
 		}
 	})
 }
+
+// TestFileNowaitProbe: a file the kernel can try without sleeping (a
+// regular file here, a FIFO) is found so, and the probe takes nothing
+// from it (a byte waiting in the FIFO is still there); a write-only
+// file, which the probe cannot ask, counts as one that may sleep. (A FUSE
+// file, which may sleep, is TestFileReadSleepingFS's.)
+func TestFileNowaitProbe(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "data")
+	if err := os.WriteFile(name, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		flag int
+		want bool
+	}{
+		{name, unix.O_RDONLY, true},
+		{name, unix.O_RDWR, true},
+		{fifo, unix.O_RDWR | unix.O_NONBLOCK, true},
+		{name, unix.O_WRONLY, false},
+	} {
+		fd, err := unix.Open(c.name, c.flag|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if c.name == fifo {
+			if _, err := unix.Write(fd, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := nowaitCapable(fd); got != c.want {
+			t.Errorf("nowaitCapable(%s, flags %#x) = %v, want %v", filepath.Base(c.name), c.flag, got, c.want)
+		}
+		if c.name == fifo {
+			b := make([]byte, 2)
+			if n, err := unix.Read(fd, b); n != 1 || err != nil {
+				t.Errorf("the FIFO's byte after the probe: read %d, %v; want 1 byte", n, err)
+			}
+		}
+	}
+}

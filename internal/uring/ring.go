@@ -36,6 +36,7 @@ type Ring struct {
 
 	sqMask, cqMask uint32
 	keepP          bool   // SetKeepP
+	mayBlock       bool   // SetMayBlock
 	sqeTail        uint32 // next SQE to hand out; published by Flush
 	sqPublished    uint32 // sqeTail at the last Flush
 
@@ -201,9 +202,10 @@ func (r *Ring) SQFlags() uint32 {
 // scheduler costs more than they do (sysmon hands off the P of a thread
 // that stays 20µs in a syscall, and a loopback send runs the receiver's
 // network stack inline). An enter that may sleep tells the scheduler, so
-// the P goes to other goroutines, unless SetKeepP(true).
+// the P goes to other goroutines, unless SetKeepP(true). While
+// SetMayBlock(true), every enter tells the scheduler.
 func (r *Ring) Enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
-	if r.keepP || (minComplete == 0 && flags&EnterSQWait == 0) {
+	if !r.mayBlock && (r.keepP || (minComplete == 0 && flags&EnterSQWait == 0)) {
 		return enterRaw(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
 	}
 	return enter(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
@@ -218,6 +220,20 @@ func (r *Ring) Enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, ar
 // on: with the only P kept, no other goroutine runs until a completion or
 // a signal ends the wait.
 func (r *Ring) SetKeepP(on bool) { r.keepP = on }
+
+// SetMayBlock tells the ring that requests in flight may make any enter
+// sleep in the calling thread, however little it asks to wait (on), or
+// that none can (off, the default). Socket requests never do. A file read
+// or write is issued inline, from the enter that submits it, and may be
+// retried from the task work a later enter runs; on a file system without
+// FMODE_NOWAIT that work can sleep: io_uring polls the file to learn
+// whether a non-blocking try is worth it, and FUSE answers the poll, and
+// the read, only when its server does. An enter that bypasses the
+// scheduler holds its P meanwhile, and a stop-the-world waits for the
+// thread; when the server is a goroutine of the same process, forever.
+// While on, every enter tells the scheduler, as a blocking system call
+// does, and SetKeepP has no effect.
+func (r *Ring) SetMayBlock(on bool) { r.mayBlock = on }
 
 // SubmitAndWaitTimeout flushes, submits, and waits until at least wait
 // completions are available or d has passed (then ETIME); it runs deferred

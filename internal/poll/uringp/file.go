@@ -30,6 +30,9 @@ type FileOp struct {
 	Buf []byte
 	Off int64 // -1: at the file's position
 	Res int32 // bytes, or -errno
+	// MayBlock: the file may make the enter that issues the request
+	// sleep (it lacks FMODE_NOWAIT; see uring.Ring.SetMayBlock).
+	MayBlock bool
 
 	done      chan struct{}
 	slot, gen uint32
@@ -153,6 +156,15 @@ func (l *loop) submitFile(op *FileOp) {
 	l.fileOps[op.slot] = op
 	op.gen = l.fileGens[op.slot]
 	l.files++
+	if op.MayBlock {
+		// The request may sleep in the enter that issues it, or in one
+		// that runs its retry (Ring.SetMayBlock): until the last such
+		// request completes, enters tell the scheduler.
+		if l.sleepyFiles == 0 {
+			l.ring.SetMayBlock(true)
+		}
+		l.sleepyFiles++
+	}
 	sqe := l.getSQE()
 	switch op.Op {
 	case FileRead:
@@ -192,6 +204,11 @@ func (l *loop) fileDone(gen, slot uint32, cqe *uring.CQE) {
 	l.fileGens[slot] = (gen + 1) & genMask
 	l.freeFileSlots = append(l.freeFileSlots, slot)
 	l.files--
+	if op.MayBlock {
+		if l.sleepyFiles--; l.sleepyFiles == 0 {
+			l.ring.SetMayBlock(false)
+		}
+	}
 	op.Res = cqe.Res
 	op.done <- struct{}{}
 }

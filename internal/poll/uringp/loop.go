@@ -108,6 +108,7 @@ type loop struct {
 	fileGens      []uint32
 	freeFileSlots []uint32
 	files         int
+	sleepyFiles   int       // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
 	pipes         []*pipe   // empty pipes for file sends (splice.go)
 	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
 	// splices are the file sends in progress, by connection (few at a
@@ -422,7 +423,9 @@ func (l *loop) submit(wait uint32) {
 	switch {
 	case wait > 0:
 		l.stats.EnterWait.Add(1)
-		kept := l.tuning.KeepP && keptPs.take()
+		// Not with requests in flight that may sleep in this thread
+		// (Ring.SetMayBlock): a kept P would sleep with them.
+		kept := l.tuning.KeepP && l.sleepyFiles == 0 && keptPs.take()
 		if kept {
 			l.stats.WaitsKeptP.Add(1)
 			l.ring.SetKeepP(true)
