@@ -56,13 +56,16 @@ type runner struct {
 func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []string {
 	switch srv.kind {
 	case "ringpoll":
-		engine, api := strings.TrimSuffix(srv.name, "-pinned"), "handler"
+		engine, api := strings.TrimSuffix(strings.TrimSuffix(srv.name, "-pinned"), "-batch"), "handler"
 		if srv.inline {
 			engine, api = strings.TrimSuffix(strings.TrimSuffix(srv.name, "-keep"), "-inline"), "inline"
 		}
 		argv := []string{r.bins.ringecho, "-addr", addr, "-engine", engine, "-api", api, "-proto", scenario, "-stats-file", statsFile}
 		if srv.pinned {
 			argv = append(argv, "-loop-cpus", cpuListArg(r.cfg.serverCPUs))
+		}
+		if srv.batch {
+			argv = append(argv, "-batch", "16", "-batch-wait", "50us")
 		}
 		if srv.keepP {
 			// env(1) execs ringecho, so the PID stays the server's.
