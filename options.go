@@ -338,9 +338,12 @@ func parseCPUList(s string) []int {
 // Such a loop locks its OS thread and sleeps in io_uring_enter, as
 // WithLoopKeepsP's does, rather than in Go's poller.
 // Under load the loop then wakes once per batch of n instead of once per
-// trickle of completions, which saves CPU per request; the price is up to
-// wait of latency when fewer than n arrive. n is from 2 to 4096, wait from
-// 1µs to 10ms; docs/bench/HISTORY.md measures 16 and 50µs.
+// trickle of completions; the price is up to wait of latency when fewer
+// than n arrive. Measured against the default (16 and 50µs, 1 KiB echo,
+// docs/BENCHMARKS.md), it saves no CPU: level saturated at 100 and 1000
+// connections, 18% more CPU per request at 10, and 1.3 to 2.4 times the
+// CPU per request at a third of saturation. n is from 2 to 4096, wait
+// from 1µs to 10ms.
 // Default: off, the loop wakes at the first completion. Epoll and
 // uring-sqpoll ignore it.
 func WithCompletionBatch(n int, wait time.Duration) Option {
