@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
 
 // Failing reads, from a file system the test serves itself: a FUSE mount
@@ -374,7 +376,11 @@ func TestFileReadSleepingFS(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		m := mountFaulty(t, true)
 		f := fileOpen(t, e, filepath.Join(m.dir, "bad"), os.O_RDONLY)
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		defer func(procs int) {
+			runtime.GOMAXPROCS(procs)
+			uringp.RefreshProcs()
+		}(runtime.GOMAXPROCS(1))
+		uringp.RefreshProcs() // no loop may keep the one P (WithLoopKeepsP)
 		done := make(chan error, 1)
 		go func() {
 			_, err := f.ReadAtContext(t.Context(), make([]byte, 4096), 0)
