@@ -227,8 +227,9 @@ func (r *Ring) SetKeepP(on bool) { r.keepP = on }
 // or write is issued inline, from the enter that submits it, and may be
 // retried from the task work a later enter runs; on a file system without
 // FMODE_NOWAIT that work can sleep: io_uring polls the file to learn
-// whether a non-blocking try is worth it, and FUSE answers the poll, and
-// the read, only when its server does. An enter that bypasses the
+// whether a non-blocking try is worth it, and FUSE answers the poll only
+// when its server does (the kernel's stacks of a hang showed it). An
+// enter that bypasses the
 // scheduler holds its P meanwhile, and a stop-the-world waits for the
 // thread; when the server is a goroutine of the same process, forever.
 // While on, every enter tells the scheduler, as a blocking system call
