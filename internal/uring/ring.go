@@ -229,11 +229,10 @@ func (r *Ring) SetKeepP(on bool) { r.keepP = on }
 // FMODE_NOWAIT that work can sleep: io_uring polls the file to learn
 // whether a non-blocking try is worth it, and FUSE answers the poll only
 // when its server does (the kernel's stacks of a hang showed it). An
-// enter that bypasses the
-// scheduler holds its P meanwhile, and a stop-the-world waits for the
-// thread; when the server is a goroutine of the same process, forever.
-// While on, every enter tells the scheduler, as a blocking system call
-// does, and SetKeepP has no effect.
+// enter that bypasses the scheduler holds its P meanwhile, and a
+// stop-the-world waits for the thread; when the server is a goroutine of
+// the same process, forever. While on, every enter tells the scheduler,
+// as a blocking system call does, and SetKeepP has no effect.
 func (r *Ring) SetMayBlock(on bool) { r.mayBlock = on }
 
 // SubmitAndWaitTimeout flushes, submits, and waits until at least wait
