@@ -46,6 +46,15 @@
 //     (first field, ns of CPU time), read at the start and end of the window;
 //     reported as cores used, CPU µs per request and requests per server
 //     CPU-second;
+//   - that CPU split into user space and kernel by the share of the
+//     threads' user and system ticks over the window (fields 14 and 15 of
+//     /proc/PID/task/*/stat): the kernel samples which mode a thread is in
+//     at every timer tick (4 ms at HZ=250), so over a 3 s window at one
+//     busy core the user share of a server that spends a seventh of its
+//     time there rests on about a hundred samples, within about 10%; the
+//     ticks are reported with it. Kernel time includes the softirq work
+//     that ran on the server's threads (for loopback, much of the peer's
+//     receive path);
 //   - syscalls: `perf stat -e raw_syscalls:sys_enter -x, -p PID -- sleep D`
 //     started with the window (D is -duration); perf counts from when it
 //     has attached, so the load goes on, uncounted, until perf exits, and
@@ -393,10 +402,17 @@ type result struct {
 	ServerCPUCores    float64 `json:"server_cpu_cores"`
 	ServerCPUusPerReq float64 `json:"server_cpu_us_per_req"`
 	ReqPerServerCPUs  float64 `json:"req_per_server_cpu_s"`
-	Syscalls          int64   `json:"syscalls"`                // -1: not measured
-	SyscallsWindowS   float64 `json:"syscalls_window_s"`       // perf's counting window
-	SyscallsPerReq    float64 `json:"syscalls_per_req"`        // -1: not measured
-	SyscallsNote      string  `json:"syscalls_note,omitempty"` // why Syscalls is -1
+	// ServerUserUsPerReq and ServerKernelUsPerReq split ServerCPUusPerReq
+	// by the share of user and system ticks in ServerCPUTicks, the tick
+	// samples of the server's threads over the window. -1: not measured
+	// (no ticks).
+	ServerUserUsPerReq   float64 `json:"server_user_us_per_req"`
+	ServerKernelUsPerReq float64 `json:"server_kernel_us_per_req"`
+	ServerCPUTicks       int64   `json:"server_cpu_ticks"`
+	Syscalls             int64   `json:"syscalls"`                // -1: not measured
+	SyscallsWindowS      float64 `json:"syscalls_window_s"`       // perf's counting window
+	SyscallsPerReq       float64 `json:"syscalls_per_req"`        // -1: not measured
+	SyscallsNote         string  `json:"syscalls_note,omitempty"` // why Syscalls is -1
 	// LoopSyscalls is the server's own count of its event-loop syscalls
 	// over the window (io_uring_enter, epoll_wait; ringecho -stats-file):
 	// a lower bound, for when perf is missing. -1: not measured.
@@ -450,6 +466,10 @@ func (r *result) writeText(w io.Writer) {
 		fmt.Fprintf(bw, "server            pid %d, %d threads (at most %d)\n", r.ServerPID, r.ServerThreads, r.ServerThreadsMax)
 		fmt.Fprintf(bw, "server CPU        %.3f cores, %.3f µs/request, %.0f requests per CPU-second\n",
 			r.ServerCPUCores, r.ServerCPUusPerReq, r.ReqPerServerCPUs)
+		if r.ServerUserUsPerReq >= 0 {
+			fmt.Fprintf(bw, "server CPU split  %.3f µs/request in user space, %.3f in the kernel (%d tick samples)\n",
+				r.ServerUserUsPerReq, r.ServerKernelUsPerReq, r.ServerCPUTicks)
+		}
 		if r.Syscalls >= 0 {
 			fmt.Fprintf(bw, "server syscalls   %.3f per request (%d in %.3fs)\n", r.SyscallsPerReq, r.Syscalls, r.SyscallsWindowS)
 		} else {
@@ -651,6 +671,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		OfferedRate: cfg.rate, WarmupS: cfg.warmup.Seconds(), KVWrites: cfg.kvWrites, Outstanding: cfg.outstanding,
 		ServerPID: cfg.serverPID, Syscalls: -1, SyscallsPerReq: -1,
 		ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, CtxSwitchesPerReq: -1,
+		ServerUserUsPerReq: -1, ServerKernelUsPerReq: -1,
 		LoopSyscalls: -1, LoopSyscallsPerReq: -1,
 	}
 	if cfg.serverPID != 0 {
@@ -903,13 +924,18 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		notes = append(notes, fmt.Sprintf("reading /proc/%d: %v", cfg.serverPID, errors.Join(beforeErr, afterErr)))
 	} else {
 		cpu, ctxsw, gone := after.since(before)
+		user, sys := after.ticksSince(before)
 		res.ServerThreads = len(after.threads)
 		res.ServerCPUns = cpu
 		res.CtxSwitches = ctxsw
+		res.ServerCPUTicks = user + sys
 		res.ServerCPUCores = float64(cpu) / float64(window.Nanoseconds())
 		if res.Requests > 0 {
 			res.ServerCPUusPerReq = float64(cpu) / 1e3 / float64(res.Requests)
 			res.CtxSwitchesPerReq = float64(ctxsw) / float64(res.Requests)
+			if user+sys > 0 {
+				res.ServerUserUsPerReq, res.ServerKernelUsPerReq = splitCPU(res.ServerCPUusPerReq, user, sys)
+			}
 		}
 		if cpu > 0 {
 			res.ReqPerServerCPUs = float64(res.Requests) / (float64(cpu) / 1e9)
@@ -971,6 +997,9 @@ type procSample struct {
 type threadSample struct {
 	cpuNS int64 // schedstat, first field
 	ctxsw int64 // voluntary + nonvoluntary
+	// user and sys are the thread's user and system time in clock ticks
+	// (stat, fields 14 and 15): tick samples of the mode it was in.
+	user, sys int64
 }
 
 // sampleProc reads /proc/PID/task/*/{schedstat,status}. Threads that exit
@@ -1015,6 +1044,13 @@ func readThread(dir string) (threadSample, error) {
 	if ts.cpuNS, err = strconv.ParseInt(f[0], 10, 64); err != nil {
 		return ts, fmt.Errorf("%s/schedstat: %w", dir, err)
 	}
+	b, err = os.ReadFile(dir + "/stat")
+	if err != nil {
+		return ts, err
+	}
+	if ts.user, ts.sys, err = parseStatTimes(b); err != nil {
+		return ts, fmt.Errorf("%s/stat: %w", dir, err)
+	}
 	b, err = os.ReadFile(dir + "/status")
 	if err != nil {
 		return ts, err
@@ -1053,6 +1089,46 @@ func (s procSample) since(b procSample) (cpuNS, ctxsw int64, gone int) {
 		}
 	}
 	return cpuNS, ctxsw, gone
+}
+
+// parseStatTimes returns utime and stime, fields 14 and 15 of a
+// /proc/PID/task/TID/stat line. The second field, the command in
+// parentheses, may hold spaces and parentheses of its own, so the fields
+// are counted from the last ')'.
+func parseStatTimes(b []byte) (user, sys int64, err error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, errors.New("no command field")
+	}
+	// After the command: state (field 3) ... utime (14), stime (15).
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, 0, fmt.Errorf("%d fields after the command, want at least 13", len(f))
+	}
+	if user, err = strconv.ParseInt(f[11], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("utime: %w", err)
+	}
+	if sys, err = strconv.ParseInt(f[12], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("stime: %w", err)
+	}
+	return user, sys, nil
+}
+
+// ticksSince returns the user and system ticks from b to s, over the
+// threads of s (threads born since count from zero).
+func (s procSample) ticksSince(b procSample) (user, sys int64) {
+	for tid, t := range s.threads {
+		o := b.threads[tid]
+		user += t.user - o.user
+		sys += t.sys - o.sys
+	}
+	return max(user, 0), max(sys, 0)
+}
+
+// splitCPU splits usPerReq by the shares of user and sys ticks.
+func splitCPU(usPerReq float64, user, sys int64) (userUs, kernelUs float64) {
+	f := float64(user) / float64(user+sys)
+	return usPerReq * f, usPerReq * (1 - f)
 }
 
 // cpuStat is the machine's CPU time from the "cpu" line of /proc/stat, in

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -167,6 +168,15 @@ func TestLoad(t *testing.T) {
 	}
 	if res.CtxSwitches < 0 || res.CtxSwitchesPerReq < 0 {
 		t.Errorf("context switches %d, %v per request", res.CtxSwitches, res.CtxSwitchesPerReq)
+	}
+	// The split is there exactly when ticks were sampled, and adds up.
+	if res.ServerCPUTicks > 0 {
+		if res.ServerUserUsPerReq < 0 || res.ServerKernelUsPerReq < 0 ||
+			math.Abs(res.ServerUserUsPerReq+res.ServerKernelUsPerReq-res.ServerCPUusPerReq) > 1e-9*res.ServerCPUusPerReq {
+			t.Errorf("CPU split %v + %v µs/req from %d ticks, want %v in all", res.ServerUserUsPerReq, res.ServerKernelUsPerReq, res.ServerCPUTicks, res.ServerCPUusPerReq)
+		}
+	} else if res.ServerUserUsPerReq != -1 || res.ServerKernelUsPerReq != -1 {
+		t.Errorf("CPU split %v, %v µs/req without ticks, want -1", res.ServerUserUsPerReq, res.ServerKernelUsPerReq)
 	}
 	switch {
 	case res.Syscalls == -1:
@@ -492,6 +502,48 @@ func TestSampleProc(t *testing.T) {
 	}
 	if _, err := sampleProc(1 << 30); err == nil {
 		t.Error("sampleProc of a PID that cannot exist succeeded")
+	}
+	for tid, ts := range s.threads {
+		if ts.user < 0 || ts.sys < 0 {
+			t.Errorf("thread %d: %d user and %d system ticks", tid, ts.user, ts.sys)
+		}
+	}
+}
+
+func TestParseStatTimes(t *testing.T) {
+	for _, tc := range []struct {
+		line      string
+		user, sys int64
+		bad       bool
+	}{
+		{line: "4242 (ringecho) S 1 4242 4242 0 -1 4194560 611 0 0 0 1234 5678 0 0 20 0 9 0 100 0 0\n", user: 1234, sys: 5678},
+		// A command may hold spaces and parentheses.
+		{line: "7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 12 34 0 0\n", user: 12, sys: 34},
+		{line: "7 ringecho S 1 7 7 0 -1 0 0 0 0 0 12 34\n", bad: true},
+		{line: "7 (x) S 1 7 7 0 -1 0 0 0 0 0 12\n", bad: true},
+		{line: "7 (x) S 1 7 7 0 -1 0 0 0 0 0 12 z 0\n", bad: true},
+	} {
+		user, sys, err := parseStatTimes([]byte(tc.line))
+		switch {
+		case tc.bad && err == nil:
+			t.Errorf("%q: %d, %d, want an error", tc.line, user, sys)
+		case !tc.bad && (err != nil || user != tc.user || sys != tc.sys):
+			t.Errorf("%q: %d, %d, %v; want %d, %d", tc.line, user, sys, err, tc.user, tc.sys)
+		}
+	}
+}
+
+func TestCPUSplit(t *testing.T) {
+	before := procSample{threads: map[int]threadSample{1: {user: 10, sys: 100}, 2: {user: 5, sys: 5}}}
+	// Thread 2 exited; thread 3 was born.
+	after := procSample{threads: map[int]threadSample{1: {user: 30, sys: 160}, 3: {user: 10, sys: 10}}}
+	user, sys := after.ticksSince(before)
+	if user != 30 || sys != 70 {
+		t.Fatalf("ticksSince: %d user, %d system; want 30, 70", user, sys)
+	}
+	u, k := splitCPU(8, user, sys)
+	if math.Abs(u-2.4) > 1e-12 || math.Abs(k-5.6) > 1e-12 {
+		t.Errorf("splitCPU(8 µs, 30, 70) = %v, %v; want 2.4, 5.6", u, k)
 	}
 }
 
