@@ -70,6 +70,8 @@ func summarize(runs []benchfmt.Run, serverOrder []string) []benchfmt.Summary {
 		s.ServerCPUCores = stat(func(l loadResult) float64 { return l.ServerCPUCores })
 		s.CPUusPerReq = stat(func(l loadResult) float64 { return l.ServerCPUusPerReq })
 		s.ReqPerCPUs = stat(func(l loadResult) float64 { return l.ReqPerServerCPUs })
+		s.UserUsPerReq = stat(func(l loadResult) float64 { return l.UserUsPerReq })
+		s.KernelUsPerReq = stat(func(l loadResult) float64 { return l.KernelUsPerReq })
 		s.SyscallsPerReq = stat(func(l loadResult) float64 { return l.SyscallsPerReq })
 		s.CtxSwPerReq = stat(func(l loadResult) float64 { return l.CtxSwitchesPerReq })
 		if s.SyscallsPerReq.N > 0 {
@@ -188,14 +190,14 @@ func row(g []benchfmt.Summary, s benchfmt.Summary) []string {
 		s.Server, fmt.Sprint(s.Conns),
 		withSpread(s.ReqPerS, 0) + rateMark(s),
 		num(s.P50us, 0), num(s.P99us, 0), num(s.P999us, 0), num(s.P9999us, 0),
-		num(s.ServerCPUCores, 2), withSpread(s.CPUusPerReq, 2), vsStd,
+		num(s.ServerCPUCores, 2), withSpread(s.CPUusPerReq, 2), num(s.UserUsPerReq, 2), num(s.KernelUsPerReq, 2), vsStd,
 		num(s.ReqPerCPUs, 0), num(s.SyscallsPerReq, 2) + libMark(s), num(s.CtxSwPerReq, 2), errs(s),
 	}
 }
 
 var header = []string{
 	"server", "conns", "req/s", "p50 µs", "p99 µs", "p99.9 µs", "p99.99 µs",
-	"server CPU (cores)", "CPU µs/req", "CPU/req vs std", "req per CPU-s", "syscalls/req", "ctx sw/req", "errors",
+	"server CPU (cores)", "CPU µs/req", "user µs/req", "kernel µs/req", "CPU/req vs std", "req per CPU-s", "syscalls/req", "ctx sw/req", "errors",
 }
 
 // writeTable prints the summaries as aligned text tables, one per group,
@@ -282,6 +284,7 @@ func writeMarkdown(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 	fmt.Fprintf(w, "- each cell: %s of %s warm-up and %s measured, medians (± is half the range of the repeats)\n",
 		plural(m.Repeats, "repeat"), m.Warmup, m.Duration)
 	fmt.Fprintf(w, "- syscalls: %s\n", m.Syscalls)
+	fmt.Fprintf(w, "- user and kernel µs/req: CPU µs/req split by the share of the server's user and system time in the kernel's tick samples of its threads (ringload; a run's user figure is good to about 10%%, its median over the repeats better; kernel time includes the softirq work that ran on the server's threads)\n")
 	for _, n := range m.Notes {
 		fmt.Fprintf(w, "- %s\n", n)
 	}

@@ -29,6 +29,8 @@ type loadResult struct {
 	ServerCPUCores     float64 `json:"server_cpu_cores"`
 	ServerCPUusPerReq  float64 `json:"server_cpu_us_per_req"`
 	ReqPerServerCPUs   float64 `json:"req_per_server_cpu_s"`
+	UserUsPerReq       float64 `json:"server_user_us_per_req"`
+	KernelUsPerReq     float64 `json:"server_kernel_us_per_req"`
 	Syscalls           int64   `json:"syscalls"`
 	SyscallsPerReq     float64 `json:"syscalls_per_req"`
 	SyscallsNote       string  `json:"syscalls_note"`
@@ -227,6 +229,7 @@ func decode(run benchfmt.Run) (loadResult, bool) {
 	// Figures the result lacks are not measured, not zero.
 	lr := loadResult{
 		ServerCPUCores: -1, ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, Syscalls: -1,
+		UserUsPerReq: -1, KernelUsPerReq: -1,
 		SyscallsPerReq: -1, LoopSyscallsPerReq: -1, CtxSwitchesPerReq: -1,
 	}
 	if run.Result == nil {

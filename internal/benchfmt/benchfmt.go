@@ -121,6 +121,11 @@ type Summary struct {
 	ServerCPUCores Stat `json:"server_cpu_cores"`
 	CPUusPerReq    Stat `json:"server_cpu_us_per_req"`
 	ReqPerCPUs     Stat `json:"req_per_server_cpu_s"`
+	// UserUsPerReq and KernelUsPerReq are CPUusPerReq split by the share
+	// of the server's user and system tick samples in each run (ringload's
+	// server_user_us_per_req and server_kernel_us_per_req).
+	UserUsPerReq   Stat `json:"server_user_us_per_req"`
+	KernelUsPerReq Stat `json:"server_kernel_us_per_req"`
 	SyscallsPerReq Stat `json:"syscalls_per_req"`
 	CtxSwPerReq    Stat `json:"ctx_switches_per_req"`
 	// SyscallsSource is "perf" (perf stat on the server), "library" (the
