@@ -1002,7 +1002,7 @@ type threadSample struct {
 	user, sys int64
 }
 
-// sampleProc reads /proc/PID/task/*/{schedstat,status}. Threads that exit
+// sampleProc reads /proc/PID/task/*/{schedstat,stat,status}. Threads that exit
 // while it reads are skipped.
 func sampleProc(pid int) (procSample, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
