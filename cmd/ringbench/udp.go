@@ -109,9 +109,14 @@ type udpRun struct {
 	SentPPS float64 `json:"sent_pps"`
 	// Busy is the server CPUs' busy fraction (1 per CPU), softirqs
 	// included; PerCPU is datagrams received per busy CPU-second.
-	Busy    float64 `json:"server_cpu_busy"`
-	PerCPU  float64 `json:"recv_per_cpu_s"`
-	DropPPS float64 `json:"drops_per_s"`
+	Busy   float64 `json:"server_cpu_busy"`
+	PerCPU float64 `json:"recv_per_cpu_s"`
+	// UserBusy and KernelBusy split Busy by the share of user ticks
+	// (user, nice) and kernel ticks (system, irq, softirq) the server
+	// CPUs counted; both -1 when they counted none.
+	UserBusy   float64 `json:"server_cpu_user"`
+	KernelBusy float64 `json:"server_cpu_kernel"`
+	DropPPS    float64 `json:"drops_per_s"`
 	// Request/response runs: requests answered per second, their latency,
 	// requests lost, and busy server-CPU µs per request.
 	Mode     string  `json:"mode"`
@@ -213,8 +218,8 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 						fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", srv, size, rep, r.Err)
 					}
 					if cfg.rr {
-						fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req lost %d\n",
-							srv, size, rep, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, r.Lost)
+						fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req (user / kernel %s) lost %d\n",
+							srv, size, rep, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, udpSplit([]udpRun{r}, 1e6, func(r udpRun) float64 { return r.ReqPerS }), r.Lost)
 					} else {
 						fmt.Fprintf(cfg.stderr, "udp %-13s %5d B offered %8.0f rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
 							srv, size, rate, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
@@ -377,6 +382,10 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate floa
 	r.SentPPS = lr.SentPPS
 	r.DropPPS = float64(d2-d1) / r.Window
 	r.Busy = c2.busySince(c1)
+	r.UserBusy, r.KernelBusy = -1, -1
+	if u := c2.userShareSince(c1); u >= 0 {
+		r.UserBusy, r.KernelBusy = r.Busy*u, r.Busy*(1-u)
+	}
 	if r.Busy > 0 {
 		r.PerCPU = r.RecvPPS / r.Busy
 	}
@@ -420,9 +429,12 @@ func freeUDPPort() (int, error) {
 }
 
 // cpuTicks is the idle time (idle and iowait) of some CPUs, read at a
-// moment: busySince makes their busy time of two readings.
+// moment, and the user and kernel time they counted: busySince makes their
+// busy time of two readings, userShareSince splits it.
 type cpuTicks struct {
 	idle uint64 // idle and iowait, in clock ticks
+	user uint64 // user and nice
+	kern uint64 // system, irq and softirq
 	at   time.Time
 	n    int // CPUs summed
 }
@@ -445,17 +457,36 @@ func (c cpuTicks) busySince(p cpuTicks) float64 {
 	return min(max(float64(c.n)-idle, 0), float64(c.n))
 }
 
-// readCPUTicks sums the idle and iowait times of /proc/stat's lines of the
-// given CPUs.
+// userShareSince is the share of user ticks in the user and kernel ticks
+// c's CPUs counted since p, or -1 if they counted none. Both are sampled
+// at the tick (steal time is in neither), so the share is what splits the
+// exactly measured busy time.
+func (c cpuTicks) userShareSince(p cpuTicks) float64 {
+	u, k := c.user-p.user, c.kern-p.kern
+	if c.user < p.user || c.kern < p.kern || u+k == 0 {
+		return -1
+	}
+	return float64(u) / float64(u+k)
+}
+
+// readCPUTicks sums the idle and iowait, user and nice, and system, irq
+// and softirq times of /proc/stat's lines of the given CPUs.
 func readCPUTicks(cpus cpuSet) (cpuTicks, error) {
 	now := time.Now()
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return cpuTicks{}, err
 	}
+	t, err := parseCPUTicks(string(b), cpus)
+	t.at = now
+	return t, err
+}
+
+// parseCPUTicks sums the times readCPUTicks reads from /proc/stat's text.
+func parseCPUTicks(stat string, cpus cpuSet) (cpuTicks, error) {
 	var t cpuTicks
 	found := 0
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(stat) {
 		f := strings.Fields(line)
 		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
 			continue
@@ -465,18 +496,22 @@ func readCPUTicks(cpus cpuSet) (cpuTicks, error) {
 			continue
 		}
 		found++
-		for _, i := range []int{4, 5} { // idle, iowait
+		// cpuN user nice system idle iowait irq softirq steal ...
+		for i, sum := range []*uint64{1: &t.user, 2: &t.user, 3: &t.kern, 4: &t.idle, 5: &t.idle, 6: &t.kern, 7: &t.kern} {
+			if sum == nil {
+				continue
+			}
 			v, err := strconv.ParseUint(f[i], 10, 64)
 			if err != nil {
 				return cpuTicks{}, fmt.Errorf("/proc/stat: %w", err)
 			}
-			t.idle += v
+			*sum += v
 		}
 	}
 	if found != len(cpus) {
 		return t, fmt.Errorf("/proc/stat: found %d of CPUs %s", found, cpus)
 	}
-	t.at, t.n = now, found
+	t.n = found
 	return t, nil
 }
 
@@ -576,20 +611,17 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 			key := func(r udpRun) float64 { return r.PerCPU }
 			if cfg.rr {
 				key = func(r udpRun) float64 { return r.CPUusReq }
-				fmt.Fprintln(tw, "| server\t requests/s\t p99 µs\t p99.9 µs\t server CPUs busy\t CPU-µs per request\t vs std\t lost\t")
+				fmt.Fprintln(tw, "| server\t requests/s\t p99 µs\t p99.9 µs\t server CPUs busy\t CPU-µs per request\t user / kernel µs\t vs std\t lost\t")
+				fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
 			} else {
-				fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t vs std\t drops/s\t")
-			}
-			if cfg.rr {
+				fmt.Fprintln(tw, "| server\t received/s\t sent/s\t server CPUs busy\t received per busy CPU-s\t user / kernel ns per datagram\t vs std\t drops/s\t")
 				fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
-			} else {
-				fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t---:\t")
 			}
 			stdKey := medianOf(per("std"), key)
 			for _, srv := range cfg.servers {
 				rs := per(srv)
 				if len(rs) == 0 {
-					fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t%s\n", srv, map[bool]string{true: "\t"}[cfg.rr])
+					fmt.Fprintf(tw, "| %s\t failed\t\t\t\t\t\t\t%s\n", srv, map[bool]string{true: "\t"}[cfg.rr])
 					continue
 				}
 				vs := "-"
@@ -597,22 +629,45 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 					vs = fmt.Sprintf("%.2f", medianOf(rs, key)/stdKey)
 				}
 				if cfg.rr {
-					fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
+					fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
 						f(rs, func(r udpRun) float64 { return r.ReqPerS }, 0), f(rs, func(r udpRun) float64 { return r.P99us }, 0),
 						f(rs, func(r udpRun) float64 { return r.P999us }, 0), f(rs, func(r udpRun) float64 { return r.Busy }, 2),
-						f(rs, key, 2), vs, f(rs, func(r udpRun) float64 { return float64(r.Lost) }, 0))
+						f(rs, key, 2), udpSplit(rs, 1e6, func(r udpRun) float64 { return r.ReqPerS }), vs,
+						f(rs, func(r udpRun) float64 { return float64(r.Lost) }, 0))
 					continue
 				}
-				fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
+				fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", srv,
 					f(rs, func(r udpRun) float64 { return r.RecvPPS }, 0), f(rs, func(r udpRun) float64 { return r.SentPPS }, 0),
 					f(rs, func(r udpRun) float64 { return r.Busy }, 2), f(rs, key, 0),
-					vs, f(rs, func(r udpRun) float64 { return r.DropPPS }, 0))
+					udpSplit(rs, 1e9, func(r udpRun) float64 { return r.RecvPPS }), vs,
+					f(rs, func(r udpRun) float64 { return r.DropPPS }, 0))
 			}
 			tw.Flush()
 			fmt.Fprintln(w)
 			writeUDPPaired(w, cfg, runs, size, rate)
 		}
 	}
+}
+
+// udpSplit is the median user and kernel CPU time per unit of work (per
+// request, or per datagram received) of the runs that counted both, in
+// the unit scale gives (1e6: µs, 1e9: ns), or "-" where none did.
+func udpSplit(rs []udpRun, scale float64, per func(udpRun) float64) string {
+	var us, ks []float64
+	for _, r := range rs {
+		if n := per(r); r.UserBusy >= 0 && r.KernelBusy >= 0 && n > 0 {
+			us = append(us, r.UserBusy*scale/n)
+			ks = append(ks, r.KernelBusy*scale/n)
+		}
+	}
+	if len(us) == 0 {
+		return "-"
+	}
+	prec := 2
+	if scale > 1e6 {
+		prec = 0
+	}
+	return fmt.Sprintf("%.*f / %.*f", prec, median(us), prec, median(ks))
 }
 
 // udpPaired is one figure of the paired comparison with std: its name

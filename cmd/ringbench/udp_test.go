@@ -38,14 +38,17 @@ func TestUDPReport(t *testing.T) {
 	cfg := udpConfig{servers: []string{"ringpoll", "std", "xnet"}, sizes: []int{32}, flows: 8, repeats: 3, loadCPUs: cpuSet{1}, serverCPUs: cpuSet{0}}
 	var runs []udpRun
 	for i, per := range []float64{900, 1000, 1100} {
-		runs = append(runs, udpRun{Server: "std", Size: 32, Repeat: i, PerCPU: per, RecvPPS: per, Busy: 1})
-		runs = append(runs, udpRun{Server: "ringpoll", Size: 32, Repeat: i, PerCPU: 1.5 * per, RecvPPS: 1.5 * per, Busy: 1})
+		runs = append(runs, udpRun{Server: "std", Size: 32, Repeat: i, PerCPU: per, RecvPPS: per, Busy: 1, UserBusy: -1, KernelBusy: -1})
+		runs = append(runs, udpRun{Server: "ringpoll", Size: 32, Repeat: i, PerCPU: 1.5 * per, RecvPPS: 1.5 * per, Busy: 1, UserBusy: 0.25, KernelBusy: 0.75})
 		runs = append(runs, udpRun{Server: "xnet", Size: 32, Repeat: i, Err: "boom"})
 	}
 	var b bytes.Buffer
 	writeUDPReport(&b, cfg, runs)
 	out := b.String()
-	for _, want := range []string{"| ringpoll", "1500 [1350-1650]", "| 1.50", "| std", "| 1.00", "| xnet", "failed"} {
+	// ringpoll's split: a quarter of a busy CPU-second over 1500
+	// datagrams a second is 166,667 ns of user time a datagram at the
+	// median; std counted no ticks.
+	for _, want := range []string{"| ringpoll", "1500 [1350-1650]", "| 166667 / 500000", "| 1.50", "| std", "| - ", "| 1.00", "| xnet", "failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -115,6 +118,54 @@ func TestCPUTicksBusySince(t *testing.T) {
 	} {
 		if got := c.c.busySince(p); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s: busySince = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestParseCPUTicks: the chosen CPUs' lines are summed into idle (idle,
+// iowait), user (user, nice) and kernel (system, irq, softirq) time, steal
+// and guest time into none; a CPU missing from the text is an error.
+func TestParseCPUTicks(t *testing.T) {
+	const stat = `cpu  100 100 100 100 100 100 100 100 0 0
+cpu0 1 2 3 4 5 6 7 8 9 10
+cpu1 10 20 30 40 50 60 70 80 90 100
+cpu2 1000 2000 3000 4000 5000 6000 7000 8000 0 0
+intr 12345
+`
+	got, err := parseCPUTicks(stat, cpuSet{0, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cpuTicks{user: 1 + 2 + 1000 + 2000, kern: 3 + 6 + 7 + 3000 + 6000 + 7000, idle: 4 + 5 + 4000 + 5000, n: 2}
+	if got != want {
+		t.Errorf("parseCPUTicks = %+v, want %+v", got, want)
+	}
+	if _, err := parseCPUTicks(stat, cpuSet{1, 3}); err == nil || !strings.Contains(err.Error(), "found 1 of CPUs") {
+		t.Errorf("CPU 3 missing: err = %v", err)
+	}
+	if _, err := parseCPUTicks("cpu0 1 2 x 4 5 6 7 8\n", cpuSet{0}); err == nil {
+		t.Error("a malformed field parsed")
+	}
+}
+
+// TestCPUTicksUserShare: the user share is of the user and kernel ticks
+// counted between two readings; none counted, or a counter that went
+// back, gives -1.
+func TestCPUTicksUserShare(t *testing.T) {
+	p := cpuTicks{user: 100, kern: 200}
+	for _, c := range []struct {
+		name string
+		c    cpuTicks
+		want float64
+	}{
+		{"a quarter user", cpuTicks{user: 110, kern: 230}, 0.25},
+		{"all kernel", cpuTicks{user: 100, kern: 250}, 0},
+		{"all user", cpuTicks{user: 150, kern: 200}, 1},
+		{"no ticks", cpuTicks{user: 100, kern: 200}, -1},
+		{"went back", cpuTicks{user: 90, kern: 300}, -1},
+	} {
+		if got := c.c.userShareSince(p); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: userShareSince = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
