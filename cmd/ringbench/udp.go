@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -40,9 +41,13 @@ import (
 
 // udpServers are the UDP servers ringbench knows: argv builders given the
 // binaries, port, stats file and whether to answer each datagram.
+// "ringpoll" is a PacketServer with WithInlineHandler on the default
+// engine; "ringpoll-pooled" is one without options, its handler on a
+// pooled goroutine.
 var udpServers = map[string]func(b bins, port int, stats string, reply bool, rcvbuf int) []string{
-	"ringpoll":     ringechoUDP("-api", "inline"),
-	"ringpoll-gro": ringechoUDP("-api", "inline", "-gro"),
+	"ringpoll":        ringechoUDP("-api", "inline"),
+	"ringpoll-pooled": ringechoUDP("-api", "handler"),
+	"ringpoll-gro":    ringechoUDP("-api", "inline", "-gro"),
 	// The epoll engine's reader: recvmmsg(2) through ReadBatch, where the
 	// default (uring) reads through a multishot RECVMSG.
 	"ringpoll-epoll": ringechoUDP("-api", "inline", "-engine", "epoll"),
@@ -132,7 +137,7 @@ func parseUDP(servers, sizes string) ([]string, []int, error) {
 	var ss []string
 	for _, s := range splitList(servers) {
 		if _, ok := udpServers[s]; !ok {
-			return nil, nil, fmt.Errorf("-udp-servers: unknown server %q (want some of %s)", s, defaultUDPServers)
+			return nil, nil, fmt.Errorf("-udp-servers: unknown server %q (want some of %s)", s, strings.Join(slices.Sorted(maps.Keys(udpServers)), ","))
 		}
 		ss = append(ss, s)
 	}

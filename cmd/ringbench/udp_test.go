@@ -24,6 +24,12 @@ func TestParseUDP(t *testing.T) {
 	if err != nil || len(ss) != 2 || len(zs) != 2 || zs[1] != 1200 {
 		t.Fatalf("parseUDP = %v, %v, %v", ss, zs, err)
 	}
+	if ss, _, err := parseUDP("ringpoll-pooled", "64"); err != nil || len(ss) != 1 {
+		t.Errorf("parseUDP(ringpoll-pooled) = %v, %v", ss, err)
+	}
+	if _, _, err := parseUDP("nosuch", "32"); err == nil || !strings.Contains(err.Error(), "ringpoll-pooled") {
+		t.Errorf("an unknown server's error does not list every known one: %v", err)
+	}
 	for _, bad := range [][2]string{{"nosuch", "32"}, {"std", "8"}, {"std", "9000"}, {"", "32"}, {"std", "x"}} {
 		if _, _, err := parseUDP(bad[0], bad[1]); err == nil {
 			t.Errorf("parseUDP(%q, %q) succeeded", bad[0], bad[1])
