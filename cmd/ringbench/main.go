@@ -163,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	loadCPUs := fs.String("load-cpus", "", "CPUs for the load generator (default: the second half)")
 	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
 	src := fs.String("src", "", "the ringpoll checkout to build from (default: found from the working directory)")
-	charts := fs.Bool("charts", true, "render SVG charts (needs the bench module to build)")
+	charts := fs.Bool("charts", true, "render SVG charts (needs the bench module to build, except with -udp)")
 	udp := fs.Bool("udp", false, "run the UDP scenario instead: datagrams one way to -udp-servers, received per server CPU-second")
 	udpServersFlag := fs.String("udp-servers", defaultUDPServers, "with -udp: servers, comma-separated (also ringpoll-pooled: a PacketServer without options, its handler on a pooled goroutine; ringpoll is one with WithInlineHandler)")
 	udpSizes := fs.String("udp-sizes", defaultUDPSizes, "with -udp: datagram sizes in bytes, comma-separated")
@@ -286,7 +286,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		uc := udpConfig{flows: *udpFlows, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 			serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, rps: *rps, src: cfg.src, out: cfg.out,
 			rr: *udpRate > 0, rate: *udpRate, rcvbuf: *udpRcvbuf,
-			commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
+			commandLine: cfg.commandLine, stdout: stdout, stderr: stderr, noCharts: !cfg.charts}
 		if uc.servers, uc.sizes, err = parseUDP(*udpServersFlag, *udpSizes); err != nil {
 			return bad(err)
 		}

@@ -98,6 +98,7 @@ type udpConfig struct {
 	rr                    bool      // request/response instead of one way
 	rate                  float64   // with rr: offered requests/s
 	cClient               bool      // with rr: bench/c/udp_rr.c, not ringload, is the client
+	noCharts              bool      // -charts=false: the report only
 	src, out, commandLine string
 	stdout, stderr        io.Writer
 	bins                  bins
@@ -237,21 +238,7 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 			}
 		}
 	}
-	var md bytes.Buffer
-	writeUDPReport(&md, cfg, runs)
-	for _, size := range cfg.sizes {
-		for _, rate := range offered {
-			var svg bytes.Buffer
-			writeUDPChart(&svg, cfg, runs, size, rate)
-			chart := fmt.Sprintf("%s-%d-%.0f.svg", name, size, rate)
-			if err := os.WriteFile(filepath.Join(cfg.out, chart), svg.Bytes(), 0o644); err != nil {
-				return 1, err
-			}
-			fmt.Fprintf(&md, "![%s, %d-byte datagrams, %s](%s)\n\n", name, size, offeredText(rate), chart)
-		}
-	}
-	io.Copy(cfg.stdout, bytes.NewReader(md.Bytes()))
-	if err := os.WriteFile(filepath.Join(cfg.out, name+".md"), md.Bytes(), 0o644); err != nil {
+	if err := writeUDPOutputs(cfg, runs, name, offered); err != nil {
 		return 1, err
 	}
 	if failed {
@@ -673,6 +660,29 @@ func udpSplit(rs []udpRun, scale float64, per func(udpRun) float64) string {
 		prec = 0
 	}
 	return fmt.Sprintf("%.*f / %.*f", prec, median(us), prec, median(ks))
+}
+
+// writeUDPOutputs writes the report (to cfg.stdout and name.md in cfg.out)
+// and, unless cfg.noCharts, a chart per datagram size and offered rate.
+func writeUDPOutputs(cfg udpConfig, runs []udpRun, name string, offered []float64) error {
+	var md bytes.Buffer
+	writeUDPReport(&md, cfg, runs)
+	for _, size := range cfg.sizes {
+		for _, rate := range offered {
+			if cfg.noCharts {
+				break
+			}
+			var svg bytes.Buffer
+			writeUDPChart(&svg, cfg, runs, size, rate)
+			chart := fmt.Sprintf("%s-%d-%.0f.svg", name, size, rate)
+			if err := os.WriteFile(filepath.Join(cfg.out, chart), svg.Bytes(), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(&md, "![%s, %d-byte datagrams, %s](%s)\n\n", name, size, offeredText(rate), chart)
+		}
+	}
+	io.Copy(cfg.stdout, bytes.NewReader(md.Bytes()))
+	return os.WriteFile(filepath.Join(cfg.out, name+".md"), md.Bytes(), 0o644)
 }
 
 // udpPaired is one figure of the paired comparison with std: its name

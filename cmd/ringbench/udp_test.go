@@ -255,3 +255,27 @@ func TestCUDPRR(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPOutputs: the report goes to stdout and name.md, with a chart per
+// size and rate linked from it; with noCharts (-charts=false) the report
+// alone.
+func TestUDPOutputs(t *testing.T) {
+	runs := []udpRun{{Server: "std", Size: 32, Offered: 1000, PerCPU: 1e6, RecvPPS: 1e6, Busy: 1, UserBusy: -1, KernelBusy: -1}}
+	for _, noCharts := range []bool{false, true} {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		cfg := udpConfig{servers: []string{"std"}, sizes: []int{32}, out: dir, stdout: &out, noCharts: noCharts, loadCPUs: cpuSet{1}, serverCPUs: cpuSet{0}}
+		if err := writeUDPOutputs(cfg, runs, "udp", []float64{1000}); err != nil {
+			t.Fatal(err)
+		}
+		md, err := os.ReadFile(filepath.Join(dir, "udp.md"))
+		if err != nil || string(md) != out.String() || !strings.Contains(out.String(), "| std") {
+			t.Fatalf("noCharts %v: udp.md (%v) and stdout differ or lack the table:\n%s\n---\n%s", noCharts, err, md, out.String())
+		}
+		svgs, _ := filepath.Glob(filepath.Join(dir, "*.svg"))
+		linked := strings.Contains(out.String(), "](udp-32-1000.svg)")
+		if noCharts == (len(svgs) != 0) || noCharts == linked {
+			t.Errorf("noCharts %v: charts %v, linked %v", noCharts, svgs, linked)
+		}
+	}
+}
