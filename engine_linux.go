@@ -31,6 +31,7 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		Batch:        k.ring.batch,
 		BatchWait:    k.ring.batchWait,
 		KeepP:        k.ring.keepP,
+		BusyPoll:     k.ring.busyPoll,
 		MoveEvery:    k.ring.moveEvery,
 		FileBuffers:  k.ring.fileBufs,
 		CPUs:         parseCPUList(k.ring.cpus),

@@ -61,6 +61,7 @@ type ringTuning struct {
 	batch                uint32        // WithCompletionBatch; 0: off
 	batchWait            time.Duration // WithCompletionBatch
 	keepP                bool          // WithLoopKeepsP
+	busyPoll             time.Duration // WithBusyPoll; 0: off
 	cpus                 string        // WithLoopCPUs, as "0,2" (comparable, for the engine key)
 	moveEvery            int           // movingLoops
 	fileBufs             int           // withFileBuffers
@@ -357,6 +358,34 @@ func WithCompletionBatch(n int, wait time.Duration) Option {
 			return
 		}
 		c.ring.batch, c.ring.batchWait = uint32(n), wait
+	}
+}
+
+// WithBusyPoll makes an io_uring loop that has run out of work poll for
+// up to d before it sleeps: it looks, without a system call, at its
+// ring's completion queue, at the ring's flag for completions waiting
+// to be run, and at its inbox of output from handlers, and carries on at
+// once when any of them has work. A loop that finds work while it polls
+// pays no sleep and no wake-up: no wait in Go's poller or in
+// io_uring_enter, and no interrupt to wake its CPU. This is seed 000's
+// polling mode without SQPOLL's kernel thread, for latency-bound servers
+// with cores to spare: a loop polls on its own CPU, so an idle server
+// still spends up to d of CPU after each burst of work, and at a steady
+// partial load close to a whole core per loop. docs/BENCHMARKS.md
+// measures what it buys. A default (not locked) loop lets other
+// goroutines run between looks; a locked one (WithLoopKeepsP,
+// WithLoopCPUs, WithCompletionBatch) does not, so goroutines waiting for
+// its P wait up to d. d is from 1µs to 10ms.
+// Default: off, the loop sleeps as soon as it has nothing to do. Epoll
+// and uring-sqpoll ignore it (an sqpoll loop always polls 50µs before it
+// sleeps).
+func WithBusyPoll(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Microsecond || d > 10*time.Millisecond {
+			c.fail("WithBusyPoll(%v): must be from 1µs to 10ms", d)
+			return
+		}
+		c.ring.busyPoll = d
 	}
 }
 

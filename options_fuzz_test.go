@@ -40,6 +40,8 @@ func FuzzOptions(f *testing.F) {
 			{"WithCompletionBatch(", ringCount >= 2 && ringCount <= 4096 &&
 				sqIdle >= int64(time.Microsecond) && sqIdle <= int64(10*time.Millisecond),
 				WithCompletionBatch(ringCount, time.Duration(sqIdle))},
+			{"WithBusyPoll(", sqIdle >= int64(time.Microsecond) && sqIdle <= int64(10*time.Millisecond),
+				WithBusyPoll(time.Duration(sqIdle))},
 		}
 		// Rotate the order, so that every option gets to be first.
 		k := int(order) % len(opts)
@@ -69,7 +71,8 @@ func FuzzOptions(f *testing.F) {
 			c.idle != time.Duration(idle) || c.drain != time.Duration(drain) ||
 			c.ring.buffers != ringCount || c.ring.bufferSize != ringSize ||
 			c.ring.sqIdle != time.Duration(sqIdle) || c.ring.sqCPU != sqCPU+1 ||
-			c.ring.batch != uint32(ringCount) || c.ring.batchWait != time.Duration(sqIdle) {
+			c.ring.batch != uint32(ringCount) || c.ring.batchWait != time.Duration(sqIdle) ||
+			c.ring.busyPoll != time.Duration(sqIdle) {
 			t.Fatalf("options not applied as given: %+v", c)
 		}
 		if pc := c.pollConfig(); pc.InputLowWater > pc.InputHighWater || pc.OutputLowWater > pc.OutputHighWater {

@@ -272,6 +272,8 @@ func TestOptionsInvalid(t *testing.T) {
 		{WithCompletionBatch(1, time.Microsecond), "WithCompletionBatch(1, 1µs)"},
 		{WithCompletionBatch(16, 0), "WithCompletionBatch(16, 0s)"},
 		{WithCompletionBatch(16, time.Second), "WithCompletionBatch(16, 1s)"},
+		{WithBusyPoll(0), "WithBusyPoll(0s)"},
+		{WithBusyPoll(time.Second), "WithBusyPoll(1s)"},
 	}
 	calls := []struct {
 		name string

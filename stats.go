@@ -25,6 +25,10 @@ type LoopStats struct {
 	// (the default; see docs/ARCHITECTURE.md) waited for completions in
 	// Go's poller. Such a loop makes no EnterWait calls.
 	Parks uint64
+	// BusyPolls counts the times an idle io_uring loop polled for work
+	// before it slept (WithBusyPoll), and BusyPollHits those in which
+	// work came while it polled: a sleep and a wake-up saved each.
+	BusyPolls, BusyPollHits uint64
 	// ThreadMoves counts the turns such a loop found itself on another
 	// OS thread than the turn before. The input requests it armed on the
 	// old thread are armed anew once it stays on the new one.
@@ -115,8 +119,8 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.ThreadMoves, s.EpollWaits,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared)
 }
@@ -149,6 +153,8 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
 		WaitsKeptP:     p.WaitsKeptP.Load(),
 		Parks:          p.Parks.Load(),
+		BusyPolls:      p.BusyPolls.Load(),
+		BusyPollHits:   p.BusyPollHits.Load(),
 		ThreadMoves:    p.ThreadMoves.Load(),
 		EpollWaits:     p.PollWaits.Load(),
 		SQEs:           p.SQEs.Load(),

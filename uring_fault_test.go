@@ -1113,3 +1113,75 @@ func TestUringCompletionBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestUringBusyPoll: with WithBusyPoll(200µs) an idle loop polls before it
+// sleeps, on a parked loop (the default) and on a locked one
+// (WithLoopKeepsP): a lone client doing strict ping-pong and 16 clients at
+// once must get every echo, bytes exact. The counters must show that the
+// loops polled, and that once the traffic stopped a poll ran out without
+// work and the loop went to sleep, so an idle server does not spin.
+func TestUringBusyPoll(t *testing.T) {
+	needUring(t)
+	for _, e := range ufUringEngines {
+		for _, locked := range []bool{false, true} {
+			for _, style := range tsStyles {
+				name := e.String() + "/" + string(style)
+				opts := []Option{WithBusyPoll(200 * time.Microsecond)}
+				if locked {
+					name += "/keep-p"
+					opts = append(opts, WithLoopKeepsP())
+				}
+				t.Run(name, func(t *testing.T) {
+					ln := listen(t, e, "tcp", opts...)
+					tsServeEcho(t, ln, style)
+					lone := tsDialStd(t, "tcp", ln.Addr().String())
+					for i := range 200 {
+						if err := tsEchoOnce(lone, fmt.Sprintf("lone %d", i)); err != nil {
+							t.Fatalf("lone client, echo %d: %v", i, err)
+						}
+					}
+					errs := make(chan error, 16)
+					for c := range 16 {
+						nc := tsDialStd(t, "tcp", ln.Addr().String())
+						go func() {
+							for i := range 100 {
+								if err := tsEchoOnce(nc, fmt.Sprintf("client %d echo %d", c, i)); err != nil {
+									errs <- err
+									return
+								}
+							}
+							errs <- nil
+						}()
+					}
+					for range 16 {
+						if err := tsRecv(t, errs, "the clients"); err != nil {
+							t.Error(err)
+						}
+					}
+					if e == EngineUringSQPoll {
+						return // it polls its own way (spinFor) and counts no busy polls
+					}
+					sum := func() (polls, hits, sleeps uint64) {
+						for _, s := range ln.Stats() {
+							polls += s.BusyPolls
+							hits += s.BusyPollHits
+							sleeps += s.Parks + s.EnterWait
+						}
+						return
+					}
+					deadline := time.Now().Add(10 * time.Second)
+					for {
+						polls, hits, sleeps := sum()
+						if polls > hits && sleeps > 0 {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("after 10s idle: %d busy polls, %d with work, %d sleeps; want a poll without work, then a sleep: %v", polls, hits, sleeps, ln.Stats())
+						}
+						time.Sleep(time.Millisecond)
+					}
+				})
+			}
+		}
+	}
+}

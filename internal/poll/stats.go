@@ -20,6 +20,10 @@ type Stats struct {
 	EnterWakeSQ atomic.Uint64
 	// Parks counts waits of an io_uring loop in Go's poller.
 	Parks atomic.Uint64
+	// BusyPolls counts the times an idle io_uring loop polled before it
+	// slept (WithBusyPoll), and BusyPollHits those in which work came
+	// while it polled, so that it did not sleep.
+	BusyPolls, BusyPollHits atomic.Uint64
 	// ThreadMoves counts the turns a parked io_uring loop found itself on
 	// another thread than the turn before.
 	ThreadMoves atomic.Uint64

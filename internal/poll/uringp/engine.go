@@ -91,6 +91,10 @@ type Tuning struct {
 	// as long as another P is left for the rest of the program (see
 	// keptPs). Ignored by uring-sqpoll.
 	KeepP bool
+	// BusyPoll, if above 0, is how long a loop that has run out of work
+	// polls its ring and inbox before it sleeps (busyPoll). Ignored by
+	// uring-sqpoll, whose loops poll for spinFor.
+	BusyPoll time.Duration
 	// FileBuffers, if above 0, is the number of FileBufferSize slots of
 	// registered buffers (IORING_REGISTER_BUFFERS) a loop keeps for file
 	// reads and writes, which then go through them as READ_FIXED and

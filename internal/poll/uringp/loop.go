@@ -487,7 +487,8 @@ func (l *loop) submitOrWait() {
 	if flags&uring.SQCQOverflow != 0 {
 		l.stats.CQOverflows.Add(1)
 	}
-	if flags&uring.SQTaskrun != 0 && l.parker != nil && l.taskrunTurn == l.turns-1 {
+	stale := flags&uring.SQTaskrun != 0 && l.parker != nil && l.taskrunTurn == l.turns-1
+	if stale {
 		// The last turn entered to run the thread's task work and the
 		// flag stayed: the work is another thread's, queued for a
 		// request the loop submitted from there before it moved (a
@@ -519,6 +520,14 @@ func (l *loop) submitOrWait() {
 		}
 	}
 	l.yielded = false
+	if l.tuning.BusyPoll > 0 && l.mode != ModeSQPoll {
+		if l.ring.SQReady() > 0 {
+			l.submit(0)
+		}
+		if l.busyPoll(busyWatch(stale)) {
+			return
+		}
+	}
 	l.sleeping.Store(true)
 	if l.pending() {
 		l.sleeping.Store(false)
