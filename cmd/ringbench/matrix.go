@@ -32,6 +32,9 @@ type server struct {
 	// (ringpoll.WithCompletionBatch): an idle loop sleeps until 16
 	// completions are ready, or 50µs after the first.
 	batch bool
+	// busyPoll: one named ENGINE-busypoll gets -busy-poll 50µs
+	// (ringpoll.WithBusyPoll): an idle loop polls 50µs before it sleeps.
+	busyPoll bool
 }
 
 // servers are every server ringbench knows, in report order.
@@ -41,6 +44,7 @@ var servers = []server{
 	{name: "uring-inline-keep", kind: "ringpoll", inline: true, keepP: true},
 	{name: "uring-pinned", kind: "ringpoll", pinned: true},
 	{name: "uring-batch", kind: "ringpoll", batch: true},
+	{name: "uring-busypoll", kind: "ringpoll", busyPoll: true},
 	{name: "uring-hybrid", kind: "ringpoll"},
 	{name: "uring-reactor", kind: "ringpoll"},
 	{name: "uring-sqpoll", kind: "ringpoll"},
@@ -69,7 +73,7 @@ const (
 	defaultConns   = "10,100,1000"
 	defaultLoads   = "echo:1024:pp:max,echo:1024:pp:40000"
 
-	fullServers = "uring,uring-inline,uring-inline-keep,uring-pinned,uring-batch,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet,c-liburing"
+	fullServers = "uring,uring-inline,uring-inline-keep,uring-pinned,uring-batch,uring-busypoll,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet,c-liburing"
 	fullConns   = "10,50,100,200,300,400,500,1000"
 	fullLoads   = "echo:1024:pp:max,echo:1024:pp:40000,echo:512:pp:max,echo:1024:p16:max,rpc:1024:pp:40000"
 )

@@ -58,7 +58,7 @@ type runner struct {
 func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []string {
 	switch srv.kind {
 	case "ringpoll":
-		engine, api := strings.TrimSuffix(strings.TrimSuffix(srv.name, "-pinned"), "-batch"), "handler"
+		engine, api := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(srv.name, "-pinned"), "-batch"), "-busypoll"), "handler"
 		if srv.inline {
 			engine, api = strings.TrimSuffix(strings.TrimSuffix(srv.name, "-keep"), "-inline"), "inline"
 		}
@@ -68,6 +68,9 @@ func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []stri
 		}
 		if srv.batch {
 			argv = append(argv, "-batch", "16", "-batch-wait", "50us")
+		}
+		if srv.busyPoll {
+			argv = append(argv, "-busy-poll", "50us")
 		}
 		if srv.keepP {
 			// env(1) execs ringecho, so the PID stays the server's.

@@ -22,6 +22,7 @@ func TestServerArgv(t *testing.T) {
 		{"epoll-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "epoll", "-api", "inline"}, tail...)},
 		{"uring-inline-keep", append(append([]string{"env", "GOMAXPROCS=2", "/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "inline"}, tail...), "-keep-p", "-loops", "1")},
 		{"uring-batch", append(append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...), "-batch", "16", "-batch-wait", "50us")},
+		{"uring-busypoll", append(append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...), "-busy-poll", "50us")},
 		{"std", []string{"/b/ringload", "-serve-std", "-addr", "A", "-proto", "echo"}},
 	} {
 		srv, ok := lookupServer(tc.name)

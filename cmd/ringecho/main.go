@@ -65,6 +65,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")
 	bufRing := fs.String("buffer-ring", "", "io_uring: the loops' provided buffers as count,size, e.g. 64,16384 (ringpoll.WithBufferRing; empty: the library default)")
 	batchWait := fs.Duration("batch-wait", 50*time.Microsecond, "with -batch, the longest a loop waits for the batch once a completion is ready")
+	busyPoll := fs.Duration("busy-poll", 0, "io_uring loops poll this long for work before they sleep (ringpoll.WithBusyPoll; 0: off)")
 	keepP := fs.Bool("keep-p", false, "io_uring loops keep their Go processor while they sleep (ringpoll.WithLoopKeepsP; needs GOMAXPROCS above -loops)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
 	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats); for UDP, the datagrams received (also at start)")
@@ -120,6 +121,9 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	}
 	if *keepP {
 		opts = append(opts, ringpoll.WithLoopKeepsP())
+	}
+	if *busyPoll != 0 {
+		opts = append(opts, ringpoll.WithBusyPoll(*busyPoll))
 	}
 	ln, err := ringpoll.Listen(*network, *addr, opts...)
 	if err != nil {
