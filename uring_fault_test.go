@@ -1078,30 +1078,7 @@ func TestUringCompletionBatch(t *testing.T) {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp", WithCompletionBatch(64, 200*time.Microsecond))
 				tsServeEcho(t, ln, style)
-				lone := tsDialStd(t, "tcp", ln.Addr().String())
-				for i := range 200 {
-					if err := tsEchoOnce(lone, fmt.Sprintf("lone %d", i)); err != nil {
-						t.Fatalf("lone client, echo %d: %v", i, err)
-					}
-				}
-				errs := make(chan error, 16)
-				for c := range 16 {
-					nc := tsDialStd(t, "tcp", ln.Addr().String())
-					go func() {
-						for i := range 100 {
-							if err := tsEchoOnce(nc, fmt.Sprintf("client %d echo %d", c, i)); err != nil {
-								errs <- err
-								return
-							}
-						}
-						errs <- nil
-					}()
-				}
-				for range 16 {
-					if err := tsRecv(t, errs, "the clients"); err != nil {
-						t.Error(err)
-					}
-				}
+				ufEchoLoneAndCrowd(t, ln)
 				var waits uint64
 				for _, s := range ln.Stats() {
 					waits += s.EnterWait
@@ -1110,6 +1087,37 @@ func TestUringCompletionBatch(t *testing.T) {
 					t.Errorf("the loops never slept in io_uring_enter: %v", ln.Stats())
 				}
 			})
+		}
+	}
+}
+
+// ufEchoLoneAndCrowd runs a lone client doing 200 strict ping-pong echoes
+// against ln's echo server, then 16 clients doing 100 each at once; every
+// echo must come back exact.
+func ufEchoLoneAndCrowd(t *testing.T, ln *Listener) {
+	t.Helper()
+	lone := tsDialStd(t, "tcp", ln.Addr().String())
+	for i := range 200 {
+		if err := tsEchoOnce(lone, fmt.Sprintf("lone %d", i)); err != nil {
+			t.Fatalf("lone client, echo %d: %v", i, err)
+		}
+	}
+	errs := make(chan error, 16)
+	for c := range 16 {
+		nc := tsDialStd(t, "tcp", ln.Addr().String())
+		go func() {
+			for i := range 100 {
+				if err := tsEchoOnce(nc, fmt.Sprintf("client %d echo %d", c, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := tsRecv(t, errs, "the clients"); err != nil {
+			t.Error(err)
 		}
 	}
 }
@@ -1134,30 +1142,7 @@ func TestUringBusyPoll(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					ln := listen(t, e, "tcp", opts...)
 					tsServeEcho(t, ln, style)
-					lone := tsDialStd(t, "tcp", ln.Addr().String())
-					for i := range 200 {
-						if err := tsEchoOnce(lone, fmt.Sprintf("lone %d", i)); err != nil {
-							t.Fatalf("lone client, echo %d: %v", i, err)
-						}
-					}
-					errs := make(chan error, 16)
-					for c := range 16 {
-						nc := tsDialStd(t, "tcp", ln.Addr().String())
-						go func() {
-							for i := range 100 {
-								if err := tsEchoOnce(nc, fmt.Sprintf("client %d echo %d", c, i)); err != nil {
-									errs <- err
-									return
-								}
-							}
-							errs <- nil
-						}()
-					}
-					for range 16 {
-						if err := tsRecv(t, errs, "the clients"); err != nil {
-							t.Error(err)
-						}
-					}
+					ufEchoLoneAndCrowd(t, ln)
 					if e == EngineUringSQPoll {
 						return // it polls its own way (spinFor) and counts no busy polls
 					}
