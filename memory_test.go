@@ -20,9 +20,9 @@ import (
 // server's memory grow past its per-connection bound (docs/RELIABILITY.md,
 // "The memory bound, stated"): the input mark (held input), once more the
 // input mark (Reader.Next of input spread over several buffers returns a
-// contiguous copy), the output mark, and once more the output mark (a
-// reply queued by reference, as the echo's copy is, stays whole in memory
-// until its last byte is sent), 16 MiB with the defaults. The live heap
+// contiguous copy) and the output mark (held output: a reply queued by
+// reference, as the echo's copy is, counts whole until its last byte is
+// sent), 12 MiB with the defaults. The live heap
 // (what a collection marks) is sampled throughout, with 4 flooding
 // connections; the bound allows 16 MiB for everything else in the process
 // (the clients' write buffers, the buffer free lists, the test's own
@@ -34,7 +34,7 @@ func TestMemoryFlood(t *testing.T) {
 	}
 	const (
 		clients = 4
-		perConn = 2*DefaultInputHighWater + 2*DefaultOutputHighWater
+		perConn = 2*DefaultInputHighWater + DefaultOutputHighWater
 		bound   = clients*perConn + 16<<20
 	)
 	slow := func(ctx context.Context, c *Conn) error {

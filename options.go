@@ -152,10 +152,11 @@ func WithInputHighWater(n int) Option {
 	return func(c *config) { c.setMark(&c.inHigh, "WithInputHighWater", n) }
 }
 
-// WithOutputHighWater sets, in bytes, how much unsent output one connection
-// may queue; a Write or Flush beyond it blocks (bounded by the write
-// deadline) until the queue falls under half of it. Default:
-// DefaultOutputHighWater (4 MiB). Minimum 4096.
+// WithOutputHighWater sets, in bytes, how much output one connection may
+// hold (unsent, or a reply queued by reference whose last byte is not sent
+// yet: its memory is held whole until then); a Write or Flush beyond it
+// blocks (bounded by the write deadline) until the output held falls under
+// half of it. Default: DefaultOutputHighWater (4 MiB). Minimum 4096.
 func WithOutputHighWater(n int) Option {
 	return func(c *config) { c.setMark(&c.outHigh, "WithOutputHighWater", n) }
 }

@@ -36,7 +36,7 @@ type FD struct {
 	inLent   bool        // WriteTo's writer reads consumed input: nothing is released; inMu
 	loopOwns bool        // the loop is sending out; writers must queue; outMu
 	wrClosed bool        // outMu
-	outFull  atomic.Bool // out.Len() >= OutputHighWater; stored under outMu (noteOut)
+	outFull  atomic.Bool // out.Held() >= OutputHighWater; stored under outMu (noteOut)
 	// inHint is the input buffer's grow hint, kept for the buffer fd
 	// takes after giving its own back (inMu).
 	inHint int32

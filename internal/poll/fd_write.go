@@ -34,13 +34,17 @@ func (fd *FD) output() *buf.LinkBuffer {
 
 // OutputSent consumes n sent bytes. It reports whether the queue is now
 // empty, in which case the loop no longer owns output.
+//
+// The output marks count the bytes the queue holds (buf.LinkBuffer.Held),
+// not the bytes left to send: a reply queued by reference is held whole
+// until its last byte is sent, so writers wait for room until it is.
 func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Lock()
-	left := 0
+	left, held := 0, 0
 	if out := fd.out; out != nil {
 		out.Skip(n)
 		out.Release()
-		left = out.Len()
+		left, held = out.Len(), out.Held()
 	}
 	fd.noteOut()
 	empty = left == 0
@@ -54,7 +58,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 		}
 	}
 	fd.outMu.Unlock()
-	if left <= fd.cfg.OutputLowWater {
+	if held <= fd.cfg.OutputLowWater {
 		fd.signalWritable()
 		if fd.Hooks != nil && fd.Hooks.OutputDrained() {
 			// It ran an inline handler, which may have queued more: the
@@ -88,7 +92,7 @@ func (fd *FD) OutputFull() bool { return fd.outFull.Load() }
 // noteOut refreshes outFull after the output queue changed. Called with
 // outMu held; it stores only when the answer changes.
 func (fd *FD) noteOut() {
-	if full := fd.out.Len() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
+	if full := fd.out.Held() >= fd.cfg.OutputHighWater; full != fd.outFull.Load() {
 		fd.outFull.Store(full)
 	}
 }
@@ -229,7 +233,7 @@ func (fd *FD) write(src source) (int, error) {
 			}
 			continue
 		}
-		room := fd.cfg.OutputHighWater - fd.out.Len()
+		room := fd.cfg.OutputHighWater - fd.out.Held()
 		if fd.NoBlock {
 			room = src.len() // the user holds back instead (OutputDrained)
 		}

@@ -122,8 +122,8 @@ type Config struct {
 	InputHighWater int
 	// InputLowWater is the level under which reading resumes.
 	InputLowWater int
-	// OutputHighWater is the number of queued output bytes above which
-	// writers block.
+	// OutputHighWater is the number of output bytes the queue holds (unsent,
+	// or sent from a node not yet freed) above which writers block.
 	OutputHighWater int
 	// OutputLowWater is the level under which blocked writers continue.
 	OutputLowWater int
