@@ -379,7 +379,7 @@ func WithCompletionBatch(n int, wait time.Duration) Option {
 // its P wait up to d. d is from 1µs to 10ms.
 // Default: off, the loop sleeps as soon as it has nothing to do. Epoll
 // and uring-sqpoll ignore it (an sqpoll loop always polls 50µs before it
-// sleeps).
+// sleeps), and so do PacketConns and a PacketServer's readers.
 func WithBusyPoll(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Microsecond || d > 10*time.Millisecond {
