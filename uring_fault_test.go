@@ -1154,17 +1154,17 @@ func TestUringBusyPoll(t *testing.T) {
 						}
 						return
 					}
-					deadline := time.Now().Add(10 * time.Second)
-					for {
+					// Counters have no event to wait on: the project's
+					// bounded poll of a condition (tsEventually).
+					t.Cleanup(func() {
+						if t.Failed() {
+							t.Logf("loop stats: %v", ln.Stats())
+						}
+					})
+					tsEventually(t, "an idle loop's poll to run out without work, then a sleep", func() bool {
 						polls, hits, sleeps := sum()
-						if polls > hits && sleeps > 0 {
-							break
-						}
-						if time.Now().After(deadline) {
-							t.Fatalf("after 10s idle: %d busy polls, %d with work, %d sleeps; want a poll without work, then a sleep: %v", polls, hits, sleeps, ln.Stats())
-						}
-						time.Sleep(time.Millisecond)
-					}
+						return polls > hits && sleeps > 0
+					})
 				})
 			}
 		}
