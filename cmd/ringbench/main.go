@@ -166,7 +166,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	src := fs.String("src", "", "the ringpoll checkout to build from (default: found from the working directory)")
 	charts := fs.Bool("charts", true, "render SVG charts (needs the bench module to build, except with -udp)")
 	udp := fs.Bool("udp", false, "run the UDP scenario instead: datagrams one way to -udp-servers, received per server CPU-second")
-	udpServersFlag := fs.String("udp-servers", defaultUDPServers, "with -udp: servers, comma-separated (also ringpoll-pooled: a PacketServer without options, its handler on a pooled goroutine; ringpoll is one with WithInlineHandler)")
+	udpServersFlag := fs.String("udp-servers", defaultUDPServers, "with -udp: servers, comma-separated (also ringpoll-pooled: a PacketServer without options, its handler on a pooled goroutine, where ringpoll is one with WithInlineHandler; ringpoll-conn and ringpoll-conn-epoll: a PacketConn one datagram per call; std-twin: std again, to show the spread between identical servers)")
 	udpSizes := fs.String("udp-sizes", defaultUDPSizes, "with -udp: datagram sizes in bytes, comma-separated")
 	udpFlows := fs.Int("udp-flows", 8, "with -udp: sending sockets (with -udp-rate: clients)")
 	udpOffered := fs.String("udp-offered", defaultUDPOffered, "with -udp one way: offered datagrams per second, comma-separated (0: unpaced, which livelocks a server sharing its CPU with the softirqs)")

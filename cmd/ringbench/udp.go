@@ -51,8 +51,16 @@ var udpServers = map[string]func(b bins, port int, stats string, reply bool, rcv
 	// The epoll engine's reader: recvmmsg(2) through ReadBatch, where the
 	// default (uring) reads through a multishot RECVMSG.
 	"ringpoll-epoll": ringechoUDP("-api", "inline", "-engine", "epoll"),
-	"std":            ringechoUDP("-api", "std"),
-	"xnet":           ringechoUDP("-api", "xnet"),
+	// A PacketConn read and answered one datagram per call
+	// (ReadFromAddrPort, WriteToAddrPort), as a std user's loop.
+	"ringpoll-conn":       ringechoUDP("-api", "conn"),
+	"ringpoll-conn-epoll": ringechoUDP("-api", "conn", "-engine", "epoll"),
+	"std":                 ringechoUDP("-api", "std"),
+	// std again: paired with std like every server, its ratios show how far
+	// two identical servers land apart in the run, the floor under which
+	// no difference can be told.
+	"std-twin": ringechoUDP("-api", "std"),
+	"xnet":     ringechoUDP("-api", "xnet"),
 	"gnet": func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
 		proto := "udp"
 		if reply {

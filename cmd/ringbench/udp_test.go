@@ -37,6 +37,25 @@ func TestParseUDP(t *testing.T) {
 	}
 }
 
+// TestUDPServerArgv: std-twin runs the very command std runs, so that its
+// ratio to std shows how far two identical servers land apart; the conn
+// servers answer one datagram per call through a ringpoll PacketConn.
+func TestUDPServerArgv(t *testing.T) {
+	b := bins{ringecho: "/b/ringecho"}
+	argv := func(name string) []string { return udpServers[name](b, 9000, "/s.json", true, 0) }
+	if std, twin := argv("std"), argv("std-twin"); strings.Join(std, " ") != strings.Join(twin, " ") {
+		t.Errorf("std-twin runs %q, std %q", twin, std)
+	}
+	for name, want := range map[string]string{
+		"ringpoll-conn":       "-api conn -reply",
+		"ringpoll-conn-epoll": "-api conn -engine epoll -reply",
+	} {
+		if got := strings.Join(argv(name), " "); !strings.HasSuffix(got, want) {
+			t.Errorf("%s runs %q, want it to end %q", name, got, want)
+		}
+	}
+}
+
 // TestUDPReport: the table has each server's medians and its ratio to std
 // on datagrams per busy CPU-second; a server whose runs all failed says
 // so.
