@@ -394,7 +394,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 			return 1, errors.New("no server left to run")
 		}
 	}
-	syscallsHow := "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, over the measured window"
+	syscallsHow := "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, in a window of its own (up to 500 ms) right after the measured one, under the same load (perf's tracepoint costs the server time on every call, which the CPU figures must not carry)"
 	if _, err := exec.LookPath("perf"); err != nil {
 		syscallsHow = "perf is not installed (install linux-perf), so only ringpoll servers have a count: " +
 			"their own count of event-loop syscalls (io_uring_enter, epoll_wait), marked (lib), a lower bound"

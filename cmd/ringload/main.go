@@ -56,10 +56,13 @@
 //     that ran on the server's threads (for loopback, much of the peer's
 //     receive path);
 //   - syscalls: `perf stat -e raw_syscalls:sys_enter -x, -p PID -- sleep D`
-//     started with the window (D is -duration); perf counts from when it
-//     has attached, so the load goes on, uncounted, until perf exits, and
-//     syscalls per request is perf's count over D divided by req/s; -1 with
-//     the reason if perf is missing or fails;
+//     in a window of its own right after the measured one, under the same
+//     load (D is -duration, at most syscallWindow): perf's tracepoint costs
+//     the server time on every system call, and counted during the
+//     measured window it would add that time to the CPU figures of the
+//     servers that make the most calls. Syscalls per request is perf's
+//     count over D divided by the measured window's req/s; -1 with the
+//     reason if perf is missing or fails;
 //   - context switches: voluntary plus nonvoluntary, summed over
 //     /proc/PID/task/*/status, per request;
 //   - with -server-stats FILE (a ringecho run with -stats-file FILE), the
@@ -821,14 +824,9 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	}
 
 	// The window.
-	var perfc chan perfResult
 	var before procSample
 	var beforeErr error
-	perfCtx, cancelPerf := context.WithCancel(ctx)
-	defer cancelPerf()
 	if cfg.serverPID != 0 {
-		perfc = make(chan perfResult, 1)
-		go func() { perfc <- runPerf(perfCtx, cfg.perf, cfg.serverPID, cfg.duration) }()
 		before, beforeErr = sampleProc(cfg.serverPID)
 	}
 	var loopBefore benchfmt.LoopTotals
@@ -858,16 +856,12 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		loopAfter, loopErr = benchfmt.AskLoopTotals(cfg.serverPID, cfg.serverStats, loopBefore.Seq, cfg.statsWait)
 	}
 	var pr perfResult
-	if perfc != nil {
-		if !completed {
-			// Every connection failed: there is no load to count.
-			cancelPerf()
-		}
-		// perf's window started when it had attached, a little after
-		// ours; keep the load on until it ends.
-		pr = <-perfc
-		if !completed && pr.err != nil {
-			pr.err = fmt.Errorf("window ended early (all connections failed): %w", pr.err)
+	if cfg.serverPID != 0 {
+		if completed {
+			// The syscalls' own window, under the load that goes on.
+			pr = runPerf(ctx, cfg.perf, cfg.serverPID, min(cfg.duration, syscallWindow))
+		} else {
+			pr.err = errors.New("window ended early (all connections failed)")
 		}
 	}
 	stopWorkers()
@@ -966,8 +960,8 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	res.Syscalls = pr.count
 	res.SyscallsWindowS = pr.window.Seconds()
 	if res.Requests > 0 {
-		// Rates: perf counted for its own window (as long as ours, under
-		// the same load, started once perf had attached).
+		// Rates: perf counted for its own window, after ours, under the
+		// same load.
 		res.SyscallsPerReq = (float64(pr.count) / pr.window.Seconds()) / res.ReqPerS
 	}
 	return res, nil
@@ -1177,6 +1171,10 @@ func readCPUStat() (cpuStat, error) {
 	}
 	return s, nil
 }
+
+// syscallWindow is the longest the server's system calls are counted
+// for, after the measured window.
+const syscallWindow = 500 * time.Millisecond
 
 // perfResult is a syscall count from perf stat and the time it counted for
 // (the length of its sleep workload).
