@@ -46,12 +46,18 @@ var psEcho = PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
 
 func TestPacketServerEcho(t *testing.T) {
 	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
-		for _, mode := range []string{"pooled", "inline", "gro"} {
+		for _, mode := range []string{"pooled", "inline", "gro", "inline-one-slot", "pooled-one-slot"} {
 			t.Run(mode, func(t *testing.T) {
 				opts, connOpts := []Option{WithEngine(e)}, []Option{}
 				switch mode {
 				case "inline":
 					opts = append(opts, WithInlineHandler())
+				case "inline-one-slot":
+					// A batch of one datagram: every read and every flight
+					// of replies holds one.
+					opts = append(opts, WithInlineHandler(), WithPacketBatch(1, DefaultPacketSize))
+				case "pooled-one-slot":
+					opts = append(opts, WithPacketBatch(1, DefaultPacketSize))
 				case "gro":
 					connOpts = append(connOpts, WithGRO())
 				}

@@ -435,9 +435,21 @@ func (p *PacketRing) QueueSend(msg *unix.Msghdr, i int) {
 func (p *PacketRing) WaitSends() []SendResult {
 	if p.sending > 0 {
 		// Recv's completions move to the backlog, so that reaping
-		// here does not overwrite them.
+		// here does not overwrite them. A Recv that filled its dst left
+		// the rest of what it reaped there, sends' completions among
+		// them: those count now, or the wait below would be for
+		// completions already taken off the CQ.
 		p.backlog = append(p.backlog, p.next...)
 		p.next = nil
+		kept := p.backlog[:0]
+		for _, cqe := range p.backlog {
+			if cqe.UserData&0xff == udSend {
+				p.other(&cqe)
+			} else {
+				kept = append(kept, cqe)
+			}
+		}
+		p.backlog = kept
 	}
 	for p.sending > 0 {
 		if p.ring.SQReady() > 0 || p.ring.CQReady() == 0 {

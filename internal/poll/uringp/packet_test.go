@@ -375,6 +375,71 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 	}
 }
 
+// TestPacketRingSendsLeftByAFullRecv: a Recv whose dst filled before it
+// handled every completion it reaped leaves the rest, a send's among
+// them, for later; WaitSends must count that send rather than wait in
+// the kernel for a completion already taken off the CQ (it did, for
+// ever: a PacketServer with an inline handler hung once a batch filled).
+func TestPacketRingSendsLeftByAFullRecv(t *testing.T) {
+	recv, send, to := udpPair(t)
+	payload := []byte("reply")
+	back := replyTo(send, payload)
+	onRing(t, recv, 4, 16, func(p *PacketRing) error {
+		dst := make([]Datagram, 4)
+		// Arm the RECVMSG with a first datagram.
+		if err := unix.Sendto(send, []byte("zero"), 0, to); err != nil {
+			return err
+		}
+		if n, err := p.Recv(dst); n != 1 || err != nil {
+			return fmt.Errorf("first Recv = %d, %v; want 1 datagram", n, err)
+		}
+		p.Give(dst[0].Bid)
+		// Two datagrams' completions, then the send's after them.
+		for _, d := range []string{"one", "two"} {
+			if err := unix.Sendto(send, []byte(d), 0, to); err != nil {
+				return err
+			}
+		}
+		if err := waitCQ(p, 2); err != nil {
+			return err
+		}
+		p.QueueSend(&back.msg, 0)
+		p.enter(0)
+		if err := waitCQ(p, 3); err != nil {
+			return err
+		}
+		if n, err := p.Recv(dst[:1]); n != 1 || err != nil || string(dst[0].Data) != "one" {
+			return fmt.Errorf("Recv of one = %d, %v; want the datagram \"one\"", n, err)
+		}
+		p.Give(dst[0].Bid)
+		if res := p.WaitSends(); len(res) != 1 || res[0].Res != int32(len(payload)) {
+			return fmt.Errorf("WaitSends = %v, want the reply sent", res)
+		}
+		if n, err := p.Recv(dst); n != 1 || err != nil || string(dst[0].Data) != "two" {
+			return fmt.Errorf("last Recv = %d, %v; want the datagram \"two\"", n, err)
+		}
+		p.Give(dst[0].Bid)
+		return nil
+	})
+	var b [16]byte
+	n, _, err := unix.Recvfrom(send, b[:], 0)
+	if err != nil || string(b[:n]) != "reply" {
+		t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
+	}
+	runtime.KeepAlive(back)
+}
+
+// waitCQ runs the ring's task work until n completions are ready.
+func waitCQ(p *PacketRing, n uint32) error {
+	for deadline := time.Now().Add(10 * time.Second); p.ring.CQReady() < n; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d completions ready after 10s, want %d", p.ring.CQReady(), n)
+		}
+		p.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+	}
+	return nil
+}
+
 // TestPacketRingNoAllocs: receiving a batch and giving its buffers back
 // allocates nothing.
 func TestPacketRingNoAllocs(t *testing.T) {
