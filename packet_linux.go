@@ -585,6 +585,7 @@ type Batch struct {
 	got    int
 	out    int // Packets handed out by the last read, cleared by Release
 	dirty  int // headers [0, dirty) need setting up again
+	want   readSize
 	err    error
 	recvFn func(uintptr) bool
 }
@@ -609,6 +610,7 @@ func NewBatch(count, size int) (*Batch, error) {
 	b := &Batch{h: mmsg.NewHeaders(count, 1), mem: make([]byte, count*size), size: size, pkts: make([]Packet, count)}
 	b.recvFn = b.recv
 	b.dirty = count
+	b.want = readSize{n: 1, max: count}
 	return b, nil
 }
 
@@ -621,19 +623,50 @@ func (b *Batch) Release() {
 
 func (b *Batch) recv(fd uintptr) bool {
 	for {
-		b.got, b.err = b.h.Recv(int(fd), b.h.Cap())
+		b.got, b.err = b.h.Recv(int(fd), b.want.n)
 		switch b.err {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			b.want.next(0)
 			return false
 		}
 		return true
 	}
 }
 
-// ReadBatch reads as many datagrams as have arrived, up to b's count,
-// waiting (up to the read deadline) until at least one has. The returned
+// readSize is how many datagrams a reader takes at once, adapted to what
+// arrives: twice as many after a read that filled its share (up to max),
+// as many as came after one that emptied the socket, and half as many
+// after one that found it empty. So a busy socket soon reads max per
+// call, and a lightly loaded one reads a datagram or two at a time and
+// answers them before it reads on, as a loop of single reads does: a
+// reader that took all that had arrived at once would be done sooner
+// and go idle more often, and for a server doing request/response at a
+// light load each idle sleep and wake-up costs more than the calls a
+// batch saves (docs/bench/HISTORY.md, "UDP's batch size, adapted to what
+// arrives").
+type readSize struct{ n, max int }
+
+// next adapts n to a read that got datagrams (0: found none).
+func (r *readSize) next(got int) {
+	switch {
+	case got >= r.n:
+		r.n = min(2*r.n, r.max)
+	case got > 0:
+		r.n = got
+	default:
+		r.n = max(r.n/2, 1)
+	}
+}
+
+// ReadBatch reads datagrams that have arrived, waiting (up to the read
+// deadline) until at least one has. How many one call reads adapts to
+// what arrives, up to b's count: it doubles after each call that read
+// all it offered to, so on a busy socket each call soon reads the whole
+// count, and it falls back to what came, or to one, once the socket runs
+// dry, so that a lightly loaded reader handles and answers a datagram or
+// two before it reads on. The returned
 // Packets are views into b, valid until b is read into again or released.
 // A datagram longer than b's slots comes with Truncated set.
 func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
@@ -659,6 +692,7 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 		return nil, c.opError("read", netip.AddrPort{}, os.NewSyscallError("recvmmsg", b.err))
 	}
 	b.dirty = b.got
+	b.want.next(b.got)
 	var ps []Packet
 	var cut uint64
 	if c.gro {

@@ -729,3 +729,31 @@ func TestPacketConnJoinsPollerToWait(t *testing.T) {
 		}
 	})
 }
+
+// TestReadSize: how many datagrams a read offers to take doubles after
+// each read that took all it offered (up to the batch's count), falls to
+// what came when a read emptied the socket, and halves, down to one, on a
+// read that found it empty.
+func TestReadSize(t *testing.T) {
+	r := readSize{n: 1, max: 64}
+	for i, s := range []struct{ got, want int }{
+		{1, 2}, {2, 4}, {4, 8}, {8, 16}, {16, 32}, {32, 64}, {64, 64}, // busy: to the count and there
+		{10, 10}, // the socket ran dry after 10
+		{0, 5},   // found nothing
+		{0, 2},
+		{0, 1},
+		{0, 1}, // never below one
+		{1, 2}, // a lone datagram filled its one slot
+		{1, 1}, // and one of two came
+	} {
+		r.next(s.got)
+		if r.n != s.want {
+			t.Fatalf("step %d: after a read of %d, n = %d, want %d", i, s.got, r.n, s.want)
+		}
+	}
+	one := readSize{n: 1, max: 1}
+	one.next(1)
+	if one.n != 1 {
+		t.Fatalf("a batch of one offers %d", one.n)
+	}
+}
