@@ -662,13 +662,13 @@ func (r *readSize) next(got int) {
 
 // ReadBatch reads datagrams that have arrived, waiting (up to the read
 // deadline) until at least one has. How many one call reads adapts to
-// what arrives, up to b's count: it doubles after each call that read
-// all it offered to, so on a busy socket each call soon reads the whole
-// count, and it falls back to what came, or to one, once the socket runs
-// dry, so that a lightly loaded reader handles and answers a datagram or
-// two before it reads on. The returned
-// Packets are views into b, valid until b is read into again or released.
-// A datagram longer than b's slots comes with Truncated set.
+// what arrives, up to b's count: it doubles after each call that read all
+// it offered to, so on a busy socket each call soon reads the whole count,
+// and it falls back to what came, or to one, once the socket runs dry, so
+// that a lightly loaded reader answers a datagram or two before it reads
+// on. The returned Packets are views into b, valid until b is read into
+// again or released. A datagram longer than b's slots comes with
+// Truncated set.
 func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 	b.Release()
 	if c.gro && b.size < MaxPacketSize {

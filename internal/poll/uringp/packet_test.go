@@ -341,11 +341,8 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 				// Let the second datagram's completion in without
 				// submitting the queued send (no Flush: the kernel does
 				// not see it yet).
-				for deadline := time.Now().Add(10 * time.Second); p.ring.CQReady() == 0; {
-					if time.Now().After(deadline) {
-						return errors.New("the second datagram never completed")
-					}
-					p.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+				if err := waitCQ(p, 1); err != nil {
+					return fmt.Errorf("the second datagram: %w", err)
 				}
 				if q := p.ring.SQReady(); q != 1 {
 					return fmt.Errorf("before Recv: %d entries queued, want the send", q)
