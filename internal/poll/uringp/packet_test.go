@@ -275,11 +275,7 @@ func TestPacketRingSends(t *testing.T) {
 		}
 		return nil
 	})
-	var b [16]byte
-	n, _, err := unix.Recvfrom(send, b[:], 0)
-	if err != nil || string(b[:n]) != "reply" {
-		t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
-	}
+	peerReads(t, send, "reply")
 	runtime.KeepAlive(good)
 	runtime.KeepAlive(bad)
 }
@@ -327,13 +323,9 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 					p.Recv(nil)
 				}()
 				dst := make([]Datagram, 4)
-				if err := unix.Sendto(send, []byte("one"), 0, to); err != nil {
+				if err := recvFirst(p, send, to, dst, "one"); err != nil {
 					return err
 				}
-				if n, err := p.Recv(dst); n != 1 || err != nil {
-					return fmt.Errorf("first Recv = %d, %v; want 1 datagram", n, err)
-				}
-				p.Give(dst[0].Bid)
 				p.QueueSend(&back.msg, 0)
 				if err := unix.Sendto(send, []byte("two"), 0, to); err != nil {
 					return err
@@ -362,11 +354,7 @@ func TestPacketRingSendsBeforeNextBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b [16]byte
-			n, _, err := unix.Recvfrom(send, b[:], 0)
-			if err != nil || string(b[:n]) != "reply" {
-				t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
-			}
+			peerReads(t, send, "reply")
 			runtime.KeepAlive(back)
 		})
 	}
@@ -384,13 +372,9 @@ func TestPacketRingSendsLeftByAFullRecv(t *testing.T) {
 	onRing(t, recv, 4, 16, func(p *PacketRing) error {
 		dst := make([]Datagram, 4)
 		// Arm the RECVMSG with a first datagram.
-		if err := unix.Sendto(send, []byte("zero"), 0, to); err != nil {
+		if err := recvFirst(p, send, to, dst, "zero"); err != nil {
 			return err
 		}
-		if n, err := p.Recv(dst); n != 1 || err != nil {
-			return fmt.Errorf("first Recv = %d, %v; want 1 datagram", n, err)
-		}
-		p.Give(dst[0].Bid)
 		// Two datagrams' completions, then the send's after them.
 		for _, d := range []string{"one", "two"} {
 			if err := unix.Sendto(send, []byte(d), 0, to); err != nil {
@@ -418,12 +402,31 @@ func TestPacketRingSendsLeftByAFullRecv(t *testing.T) {
 		p.Give(dst[0].Bid)
 		return nil
 	})
-	var b [16]byte
-	n, _, err := unix.Recvfrom(send, b[:], 0)
-	if err != nil || string(b[:n]) != "reply" {
-		t.Fatalf("the peer read %q, %v; want the reply", b[:n], err)
-	}
+	peerReads(t, send, "reply")
 	runtime.KeepAlive(back)
+}
+
+// peerReads checks that socket fd reads want next.
+func peerReads(t *testing.T, fd int, want string) {
+	t.Helper()
+	var b [16]byte
+	n, _, err := unix.Recvfrom(fd, b[:], 0)
+	if err != nil || string(b[:n]) != want {
+		t.Fatalf("the peer read %q, %v; want %q", b[:n], err, want)
+	}
+}
+
+// recvFirst sends the datagram first from socket send to to, receives it
+// into dst (arming the RECVMSG) and gives its buffer back.
+func recvFirst(p *PacketRing, send int, to unix.Sockaddr, dst []Datagram, first string) error {
+	if err := unix.Sendto(send, []byte(first), 0, to); err != nil {
+		return err
+	}
+	if n, err := p.Recv(dst); n != 1 || err != nil {
+		return fmt.Errorf("first Recv = %d, %v; want 1 datagram", n, err)
+	}
+	p.Give(dst[0].Bid)
+	return nil
 }
 
 // waitCQ runs the ring's task work until n completions are ready.
