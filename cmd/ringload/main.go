@@ -29,11 +29,14 @@
 // the requests in flight over all connections (kv.go).
 //
 // -rate R caps the offered load at R requests per second over all
-// connections: each connection sends a batch on a fixed schedule, the
-// schedules spread evenly; a connection may fall up to max(interval, 2 ms)
-// behind (Go's timers are coarse) and catch up, and one further behind
-// skips the slots it missed instead of bursting, so the offered rate is a
-// ceiling. Latency is measured from the actual send. At a fixed rate, servers are compared on the CPU and
+// connections: a pacer on a thread of its own (pace.go) sends the
+// batches, evenly spaced, each connection's at its turns (one in every
+// -conns); a connection whose reply comes after its turn sends its next
+// batch at once, and turns it missed meanwhile are dropped, so the
+// offered rate is a ceiling. Go's own timers would not do: an idle Go
+// program sleeps in whole milliseconds and its due timers fire
+// together, which sent the requests in bunches. Latency is measured from
+// the send. At a fixed rate, servers are compared on the CPU and
 // syscalls they spend per request rather than on how fast the one-core load
 // generator goes.
 //
@@ -514,9 +517,10 @@ type worker struct {
 	id          uint64
 	conn        net.Conn
 	cfg         *config
-	start       time.Time     // first send, with -rate
-	interval    time.Duration // between batches, with -rate; 0: no pacing
-	requests    uint64        // completed in the window
+	pacer       *pacer     // with -rate: sends the batches; nil: no pacing
+	slot        *pacedSlot // the connection's slot under pacer
+	wbuf        []byte     // the batch being sent
+	requests    uint64     // completed in the window
 	verifyErrs  uint64
 	firstVerify string
 	err         error // the I/O error that ended it early, if any
@@ -564,50 +568,45 @@ func (w *worker) payload(buf []byte, k int) []byte {
 
 func (w *worker) loop(sh *shared) {
 	depth := w.cfg.depth
-	wbuf := make([]byte, depth*w.cfg.wireLen())
+	w.wbuf = make([]byte, depth*w.cfg.wireLen())
+	wbuf := w.wbuf
 	rbuf := make([]byte, len(wbuf))
 	w.fill(wbuf)
-	var pace *time.Timer
-	next := w.start
-	for seq := uint64(0); sh.phase.Load() != phaseStop; seq += uint64(depth) {
-		if w.interval > 0 {
-			// The schedule is fixed (start + i*interval): a batch a
-			// little late is sent at once and the next ones keep their
-			// slots. An idle Go program's timers fire about 1 ms late
-			// at best, so a connection may fall up to max(interval,
-			// 2 ms) behind and catch up; one further behind drops the
-			// slots it missed rather than burst, so the offered rate is
-			// a ceiling.
-			if d := time.Until(next); d < -max(w.interval, 2*time.Millisecond) {
-				next = time.Now()
-			} else if d > 0 {
-				if pace == nil {
-					pace = time.NewTimer(d)
-				} else {
-					pace.Reset(d)
-				}
-				select {
-				case <-pace.C:
-				case <-sh.stop:
-					return
-				}
-			}
-			next = next.Add(w.interval)
-		}
+	for seq, batch := uint64(0), uint64(1); sh.phase.Load() != phaseStop; seq, batch = seq+uint64(depth), batch+1 {
 		for k := 0; k < depth; k++ {
 			binary.LittleEndian.PutUint64(w.payload(wbuf, k)[8:16], seq+uint64(k))
 		}
-		t0 := time.Now()
-		if _, err := w.conn.Write(wbuf); err != nil {
-			w.fail(sh, err)
-			return
+		var t0 time.Time
+		if w.pacer != nil {
+			w.slot.ready(w.pacer) // the pacer sends it at the connection's turn
+		} else {
+			t0 = time.Now()
+			if _, err := w.conn.Write(wbuf); err != nil {
+				w.fail(sh, err)
+				return
+			}
 		}
 		if _, err := io.ReadFull(w.conn, rbuf); err != nil {
+			if w.pacer != nil {
+				if serr := w.slot.sendErr(); serr != nil {
+					err = serr
+				}
+			}
 			w.fail(sh, err)
 			return
 		}
+		var lat time.Duration
+		if w.pacer != nil {
+			took, ok := w.slot.answered(w.pacer, batch, false)
+			if !ok {
+				w.fail(sh, fmt.Errorf("conn %d: a reply to batch %d, which the pacer did not send", w.id, batch))
+				return
+			}
+			lat = took
+		} else {
+			lat = time.Since(t0)
+		}
 		// A pipelined message's latency is its batch's round trip.
-		lat := time.Since(t0)
 		if !bytes.Equal(wbuf, rbuf) {
 			w.verifyErrs++
 			if w.firstVerify == "" {
@@ -757,14 +756,25 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		threads := watchThreads(cfg.serverPID, 10*time.Millisecond)
 		defer func() { res.ServerThreadsMax = threads.end() }()
 	}
+	var pace *pacer
 	if cfg.rate > 0 {
-		// Each connection sends a batch every interval, the connections'
-		// schedules spread evenly over one interval.
-		interval := time.Duration(float64(len(workers)*cfg.depth) / cfg.rate * 1e9)
-		t0 := time.Now()
+		// A pacer sends the batches, evenly spaced: each connection's at
+		// its turns, once every len(workers) turns.
+		slots := make([]*pacedSlot, len(workers))
 		for i, w := range workers {
-			w.interval = max(interval, 1)
-			w.start = t0.Add(interval * time.Duration(i) / time.Duration(len(workers)))
+			w.slot = &pacedSlot{send: func() error {
+				_, err := w.conn.Write(w.wbuf)
+				if err != nil {
+					w.conn.Close() // ends the read that waits for the reply
+				}
+				return err
+			}}
+			slots[i] = w.slot
+		}
+		pace = startPacer(slots, cfg.rate/float64(cfg.depth))
+		defer pace.end()
+		for _, w := range workers {
+			w.pacer = pace
 		}
 	}
 	var wg sync.WaitGroup
@@ -785,10 +795,14 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	stopWorkers := func() {
 		sh.phase.Store(phaseStop)
 		close(sh.stop)
-		select {
-		case <-finished:
-			return
-		case <-time.After(time.Second):
+		if pace == nil {
+			select {
+			case <-finished:
+				return
+			case <-time.After(time.Second):
+			}
+		} else {
+			pace.end() // paced connections wait in reads for batches it will no longer send
 		}
 		// Unblock whoever waits on a reply that will not come.
 		past := time.Now().Add(-time.Second)

@@ -309,10 +309,11 @@ func TestLoadModes(t *testing.T) {
 	}
 }
 
-// TestLoadRate: with -rate the generator never sends ahead of its
-// schedule and catches up on at most max(interval, 2 ms) of it, so it
+// TestLoadRate: with -rate the pacer never sends ahead of its schedule
+// and catches up on at most maxPaceLag (2 ms) of it, so the generator
 // cannot exceed the offered rate by more than two batches per connection
-// here (interval 2 ms: one due at the window's edge, one sent late).
+// here (a connection's turns 2 ms apart: one due at the window's edge,
+// one sent late).
 func TestLoadRate(t *testing.T) {
 	cfg := testConfig(startStd(t, "echo"))
 	cfg.rate = 2000

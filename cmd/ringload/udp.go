@@ -8,10 +8,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,7 +165,9 @@ const udpLost = 200 * time.Millisecond
 // udpRR is DNS-like load: clients sockets, each sending a request of size
 // bytes and waiting for its echo, at rate requests per second over all of
 // them (0: each as fast as replies come). A reply must be the request's
-// bytes; one that does not come within udpLost counts as lost.
+// bytes; one that does not come within udpLost counts as lost. At a rate,
+// a pacer sends the requests, evenly spaced (pace.go): client i's at
+// its turns, or at once when its reply came after its turn.
 //
 // With log not nil, every measured request is also written to it after
 // the run, one line each: the client's number, the time it was sent (Unix
@@ -174,110 +178,57 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 	if size < 16 {
 		return res, fmt.Errorf("-size %d: udp-rr needs at least 16 bytes", size)
 	}
-	var measuring atomic.Bool
-	var errs atomic.Uint64
-	var firstErr atomic.Value
-	hists := make([]*hdr.Histogram, clients)
-	var logs [][]rrSample
+	r := &rrRun{
+		hists: make([]*hdr.Histogram, clients),
+		lost:  make([]uint64, clients),
+		conns: make([]net.Conn, clients),
+		size:  size,
+	}
 	if log != nil {
-		logs = make([][]rrSample, clients)
+		r.logs = make([][]rrSample, clients)
 		if rate > 0 {
 			// Room for the window's requests, so that logging does not
 			// grow slices (and collect garbage) while it measures.
-			for i := range logs {
-				logs[i] = make([]rrSample, 0, int(rate*duration.Seconds()/float64(clients)*1.25)+16)
+			for i := range r.logs {
+				r.logs[i] = make([]rrSample, 0, int(rate*duration.Seconds()/float64(clients)*1.25)+16)
 			}
 		}
 	}
-	lost := make([]uint64, clients)
-	stopAt := time.Now().Add(warmup + duration)
-	interval := time.Duration(0)
-	if rate > 0 {
-		interval = time.Duration(float64(clients) / rate * float64(time.Second))
-	}
-	var wg sync.WaitGroup
-	start := time.Now()
 	for id := range clients {
 		c, err := net.Dial("udp", addr)
 		if err != nil {
 			return res, err
 		}
 		defer c.Close()
-		hists[id] = new(hdr.Histogram)
-		wg.Go(func() {
-			req, buf := make([]byte, size), make([]byte, size+1)
-			binary.LittleEndian.PutUint64(req, uint64(id))
-			next := start.Add(interval * time.Duration(id) / time.Duration(clients))
-			for seq := uint64(0); ctx.Err() == nil; seq++ {
-				if interval > 0 {
-					now := time.Now()
-					if d := next.Sub(now); d > 0 {
-						time.Sleep(d)
-					} else if -d > max(interval, 2*time.Millisecond) {
-						next = now // far behind: skip the missed slots
-					}
-					next = next.Add(interval)
-				}
-				sent := time.Now()
-				if sent.After(stopAt) {
-					return
-				}
-				binary.LittleEndian.PutUint64(req[8:], seq)
-				if _, err := c.Write(req); err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				c.SetReadDeadline(sent.Add(udpLost))
-				for {
-					n, err := c.Read(buf)
-					if err != nil {
-						if measuring.Load() {
-							lost[id]++
-						}
-						break
-					}
-					if n == size && binary.LittleEndian.Uint64(buf[8:]) < seq {
-						continue // a reply that came after its request was counted lost
-					}
-					if n != size || !bytes.Equal(buf[:n], req) {
-						errs.Add(1)
-						firstErr.CompareAndSwap(nil, fmt.Sprintf("client %d: reply of %d bytes does not match request %d", id, n, seq))
-						break
-					}
-					if measuring.Load() {
-						took := time.Since(sent)
-						hists[id].Record(took)
-						if logs != nil {
-							logs[id] = append(logs[id], rrSample{sent: sent.UnixNano(), took: took})
-						}
-					}
-					break
-				}
-			}
-		})
+		r.conns[id] = c
+		r.hists[id] = new(hdr.Histogram)
+	}
+	var end func()
+	if rate > 0 {
+		end = r.paced(rate)
+	} else {
+		end = r.unpaced(time.Now().Add(warmup + duration))
 	}
 	select {
 	case <-time.After(warmup):
 	case <-ctx.Done():
 	}
-	measuring.Store(true)
+	r.measuring.Store(true)
 	begin := time.Now()
 	select {
 	case <-time.After(duration):
 	case <-ctx.Done():
 	}
-	measuring.Store(false)
+	r.measuring.Store(false)
 	res.Window = time.Since(begin).Seconds()
-	wg.Wait()
+	end()
 	var all hdr.Histogram
-	for i, h := range hists {
+	for i, h := range r.hists {
 		all.Merge(h)
-		res.Lost += lost[i]
+		res.Lost += r.lost[i]
 	}
 	if log != nil {
-		if err := writeRRLog(log, logs); err != nil {
+		if err := writeRRLog(log, r.logs); err != nil {
 			return res, err
 		}
 	}
@@ -285,11 +236,158 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 	res.ReqPerS = float64(res.Requests) / res.Window
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	res.P50us, res.P99us, res.P999us, res.MaxUs = us(all.Quantile(0.5)), us(all.Quantile(0.99)), us(all.Quantile(0.999)), us(all.Max())
-	res.Errors = errs.Load()
-	if e, ok := firstErr.Load().(string); ok {
+	res.Errors = r.errs.Load()
+	if e, ok := r.firstErr.Load().(string); ok {
 		res.FirstErr = e
 	}
 	return res, ctx.Err()
+}
+
+// rrRun is one udpRR run: its clients' sockets and what they measured.
+// Client id's histogram, log and lost count belong to its goroutine (and,
+// paced, the lost count to the pacer) until the run ends.
+type rrRun struct {
+	conns     []net.Conn
+	size      int
+	measuring atomic.Bool
+	errs      atomic.Uint64
+	firstErr  atomic.Value
+	hists     []*hdr.Histogram
+	logs      [][]rrSample // nil: no log
+	lost      []uint64
+	wg        sync.WaitGroup
+}
+
+func (r *rrRun) fail(err string) {
+	r.errs.Add(1)
+	r.firstErr.CompareAndSwap(nil, err)
+}
+
+// request lays out client id's request number seq in req: the client,
+// the number, zeros.
+func request(req []byte, id int, seq uint64) {
+	clear(req)
+	binary.LittleEndian.PutUint64(req, uint64(id))
+	binary.LittleEndian.PutUint64(req[8:], seq)
+}
+
+// record counts a measured request of client id sent at sent.
+func (r *rrRun) record(id int, sent time.Time, took time.Duration) {
+	r.hists[id].Record(took)
+	if r.logs != nil {
+		r.logs[id] = append(r.logs[id], rrSample{sent: sent.UnixNano(), took: took})
+	}
+}
+
+// unpaced starts the clients sending their requests one after another
+// until stopAt, and returns what waits for them to end.
+func (r *rrRun) unpaced(stopAt time.Time) func() {
+	for id, c := range r.conns {
+		r.wg.Go(func() {
+			req, buf := make([]byte, r.size), make([]byte, r.size+1)
+			for seq := uint64(1); ; seq++ {
+				sent := time.Now()
+				if sent.After(stopAt) {
+					return
+				}
+				request(req, id, seq)
+				if _, err := c.Write(req); err != nil {
+					r.fail(err.Error())
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				c.SetReadDeadline(sent.Add(udpLost))
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						if r.measuring.Load() {
+							r.lost[id]++
+						}
+						break
+					}
+					if n == r.size && binary.LittleEndian.Uint64(buf[8:]) < seq {
+						continue // a reply that came after its request was counted lost
+					}
+					if n != r.size || !bytes.Equal(buf[:n], req) {
+						r.fail(fmt.Sprintf("client %d: reply of %d bytes does not match request %d", id, n, seq))
+						break
+					}
+					if r.measuring.Load() {
+						r.record(id, sent, time.Since(sent))
+					}
+					break
+				}
+			}
+		})
+	}
+	return r.wg.Wait
+}
+
+// paced starts a pacer sending the clients' requests at rate and a reader
+// per client, and returns what stops them. The pacer gives up a request
+// still unanswered udpLost after it went, when the client's next turn
+// comes.
+func (r *rrRun) paced(rate float64) func() {
+	slots := make([]*pacedSlot, len(r.conns))
+	for id, c := range r.conns {
+		req := make([]byte, r.size)
+		s := &pacedSlot{state: slotReady, lostAfter: udpLost}
+		s.send = func() error {
+			request(req, id, s.seq)
+			_, err := c.Write(req)
+			if err != nil {
+				r.fail(err.Error())
+			}
+			return err
+		}
+		s.lost = func() {
+			if r.measuring.Load() {
+				r.lost[id]++
+			}
+		}
+		slots[id] = s
+	}
+	p := startPacer(slots, rate)
+	for id, c := range r.conns {
+		s := slots[id]
+		r.wg.Go(func() {
+			buf, want := make([]byte, r.size+1), make([]byte, r.size)
+			for {
+				n, err := c.Read(buf)
+				if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+					return // the run is over
+				}
+				if err != nil {
+					r.fail(err.Error()) // ECONNREFUSED, say, for a request sent
+					continue
+				}
+				if n < 16 {
+					r.fail(fmt.Sprintf("client %d: reply of %d bytes", id, n))
+					continue
+				}
+				seq := binary.LittleEndian.Uint64(buf[8:])
+				took, ok := s.answered(p, seq, true)
+				if !ok {
+					continue // a reply after its request was given up
+				}
+				request(want, id, seq)
+				if n != r.size || !bytes.Equal(buf[:n], want) {
+					r.fail(fmt.Sprintf("client %d: reply of %d bytes does not match request %d", id, n, seq))
+					continue
+				}
+				if r.measuring.Load() {
+					r.record(id, time.Now().Add(-took), took)
+				}
+			}
+		})
+	}
+	return func() {
+		p.end()
+		for _, c := range r.conns {
+			c.SetReadDeadline(time.Now())
+		}
+		r.wg.Wait()
+	}
 }
 
 // rrSample is one measured request of udpRR's log.
