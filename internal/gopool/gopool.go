@@ -12,8 +12,16 @@
 // one.
 //
 // Idle workers park on a stack, so the most recently used one (its stack
-// warm in the cache) is woken next, and a periodic sweep lets go of those
-// at the bottom that stayed idle for a whole period.
+// warm in the cache) is woken next. The pool keeps up to KeepIdle of them
+// for good; while more are parked, a periodic sweep lets go of those at
+// the bottom that stayed idle for a whole period. So a pool whose work
+// needs at most KeepIdle idle workers arms no timer: a timer on the
+// scheduler's heap makes every pass through the scheduler read the clock,
+// and every sleep of the idle program in Go's poller a timed one, which
+// at a fixed rate of requests (a sleep between most of them) cost a
+// server 2-4% more CPU per request (docs/bench/HISTORY.md, "ringload's
+// pacer: the load as asked"); and it would wake an idle program every
+// period.
 //
 // A Pool does not recover panics. A task that panics crashes the program
 // exactly as it would if it had been started with a plain go statement.
@@ -27,6 +35,10 @@ import (
 
 // defaultIdle is the idle timeout used when New is given a non-positive one.
 const defaultIdle = time.Second
+
+// KeepIdle is how many idle workers a pool keeps without a timeout; only
+// those beyond them exit after the idle period.
+const KeepIdle = 4
 
 // Pool is a pool of worker goroutines. Create one with New; the zero value
 // is not usable. All methods are safe for concurrent use by multiple
@@ -53,8 +65,9 @@ type Pool struct {
 	// epoch counts sweeps; a worker parked in an earlier epoch than the
 	// current one has been idle for at least one sweep period.
 	epoch uint64
-	// sweep lets go of the workers idle for a whole period; it is
-	// scheduled while workers are parked (sweeping).
+	// sweep lets go of the workers idle for a whole period, beyond the
+	// KeepIdle most recently parked; it is scheduled while more than
+	// KeepIdle are parked (sweeping).
 	sweep    *time.Timer
 	sweeping bool
 	// n is the number of live worker goroutines.
@@ -73,8 +86,9 @@ type worker struct {
 	epoch uint64 // the pool's epoch when the worker parked
 }
 
-// New returns a Pool whose idle workers wait between idle and twice idle
-// for a new task before exiting. A non-positive idle means one second.
+// New returns a Pool whose idle workers, beyond the KeepIdle most
+// recently used, wait between idle and twice idle for a new task before
+// exiting. A non-positive idle means one second.
 func New(idle time.Duration) *Pool {
 	if idle <= 0 {
 		idle = defaultIdle
@@ -194,7 +208,7 @@ func (p *Pool) park(w *worker) bool {
 	}
 	w.epoch = p.epoch
 	p.parked = append(p.parked, w)
-	if !p.sweeping {
+	if !p.sweeping && len(p.parked) > KeepIdle {
 		p.sweeping = true
 		p.sweep.Reset(p.idle)
 	}
@@ -204,12 +218,13 @@ func (p *Pool) park(w *worker) bool {
 	return work
 }
 
-// sweepIdle runs every idle period while workers are parked: it lets go of
-// those parked since before the last sweep.
+// sweepIdle runs every idle period while more than KeepIdle workers are
+// parked: it lets go of those parked since before the last sweep, but for
+// the KeepIdle most recently parked.
 func (p *Pool) sweepIdle() {
 	p.mu.Lock()
 	old := 0
-	for old < len(p.parked) && p.parked[old].epoch < p.epoch {
+	for old < len(p.parked)-KeepIdle && p.parked[old].epoch < p.epoch {
 		old++
 	}
 	stale := make([]*worker, old)
@@ -217,7 +232,7 @@ func (p *Pool) sweepIdle() {
 	p.parked = append(p.parked[:0], p.parked[old:]...)
 	clear(p.parked[len(p.parked) : len(p.parked)+old])
 	p.epoch++
-	p.sweeping = len(p.parked) > 0 && !p.closed.Load()
+	p.sweeping = len(p.parked) > KeepIdle && !p.closed.Load()
 	if p.sweeping {
 		p.sweep.Reset(p.idle)
 	}
@@ -250,9 +265,10 @@ func (p *Pool) Close() {
 // Wait blocks until the pool has no worker goroutines left. After Close it
 // returns once every worker has exited, which makes it suitable for graceful
 // shutdown and goroutine-leak checks. Called on an open pool it returns when
-// the worker count reaches zero (all workers have gone idle and timed out),
-// but new workers may of course be started afterwards by Go. Goroutines
-// started by Go or Submit after Close are not pool workers and are not waited for.
+// the worker count reaches zero, which, since the pool keeps up to KeepIdle
+// idle workers, happens only before the first task; new workers may of
+// course be started afterwards by Go. Goroutines started by Go or Submit
+// after Close are not pool workers and are not waited for.
 //
 // Wait is safe for concurrent use.
 func (p *Pool) Wait() {

@@ -1,6 +1,7 @@
 package gopool
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -181,21 +182,65 @@ func TestBlockingTasksStartWorkers(t *testing.T) {
 	}
 }
 
-// TestIdleWorkerExits checks that a worker exits by itself after the idle
-// timeout, without Close, and that Wait observes it.
+// TestIdleWorkerExits checks that workers beyond KeepIdle exit by
+// themselves after the idle timeout, without Close, that the KeepIdle most
+// recently parked stay, and that the sweep's timer is armed only while
+// more than KeepIdle are parked.
 func TestIdleWorkerExits(t *testing.T) {
 	p := New(20 * time.Millisecond)
+	const n = KeepIdle + 3
+	release := make(chan struct{})
+	var started, finished sync.WaitGroup
+	started.Add(n)
+	finished.Add(n)
+	for range n {
+		p.Go(func() {
+			started.Done()
+			<-release
+			finished.Done()
+		})
+	}
+	started.Wait() // n tasks blocked at once: n workers
+	if w := p.Workers(); w != n {
+		t.Fatalf("Workers() = %d, want %d", w, n)
+	}
+	close(release)
+	finished.Wait()
+	waitFor(t, func() bool { return p.Workers() == KeepIdle }, "idle workers beyond KeepIdle to exit")
+	p.mu.Lock()
+	parked, sweeping := len(p.parked), p.sweeping
+	p.mu.Unlock()
+	if parked != KeepIdle || sweeping {
+		t.Fatalf("after the sweeps: %d parked, sweeping %v; want %d, false", parked, sweeping, KeepIdle)
+	}
+	// The kept workers take new tasks.
 	done := make(chan struct{})
 	p.Go(func() { close(done) })
-	waitDone(t, done, "task")
-	waitPool(t, p) // returns once the idle worker has timed out
-	if w := p.Workers(); w != 0 {
-		t.Fatalf("Workers() after idle timeout = %d, want 0", w)
+	waitDone(t, done, "task after the sweeps")
+	shutdown(t, p)
+}
+
+// TestNoSweepTimerForFewIdle checks that a pool whose workers never
+// outnumber KeepIdle arms no timer: one worker running tasks one after
+// another parks with the sweep off.
+func TestNoSweepTimerForFewIdle(t *testing.T) {
+	p := New(time.Millisecond)
+	for i := range 100 {
+		done := make(chan struct{})
+		p.Go(func() { close(done) })
+		waitDone(t, done, fmt.Sprint("task ", i))
+		waitFor(t, func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return len(p.parked) == p.n // every worker idle
+		}, "the worker to park")
+		p.mu.Lock()
+		sweeping, n := p.sweeping, p.n
+		p.mu.Unlock()
+		if sweeping || n > KeepIdle {
+			t.Fatalf("after task %d: sweeping %v with %d workers, want no sweep and at most %d", i, sweeping, n, KeepIdle)
+		}
 	}
-	// The pool is still open: new tasks start a new worker.
-	done = make(chan struct{})
-	p.Go(func() { close(done) })
-	waitDone(t, done, "task after idle exit")
 	shutdown(t, p)
 }
 
