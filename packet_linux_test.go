@@ -353,6 +353,36 @@ func TestPacketConnTruncation(t *testing.T) {
 	})
 }
 
+// TestPacketConnCountsDrops: datagrams that arrive while the receive
+// buffer is full are dropped by the kernel, and Stats().Drops counts them:
+// every datagram sent is either read or counted.
+func TestPacketConnCountsDrops(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		if err := b.SetReadBuffer(1); err != nil { // the kernel's smallest
+			t.Fatal(err)
+		}
+		const sent = 200
+		msg := bytes.Repeat([]byte{1}, 100)
+		for range sent {
+			if _, err := a.WriteToAddrPort(msg, pcAddrPort(b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := 0
+		batch := pcBatch(t, 16, 200)
+		tsEventually(t, "every datagram read or counted as dropped", func() bool {
+			b.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			ps, _ := b.ReadBatch(batch)
+			got += len(ps)
+			return uint64(got)+b.Stats().Drops >= sent
+		})
+		if d := b.Stats().Drops; d == 0 || got == 0 || uint64(got)+d != sent {
+			t.Errorf("%d datagrams sent into the smallest receive buffer: %d read, %d counted dropped; want some of each, %d in all", sent, got, d, sent)
+		}
+	})
+}
+
 // TestPacketConnSizes: the largest datagram a family carries goes through
 // whole; one byte more is refused with ErrMessageTooLong, by every write.
 func TestPacketConnSizes(t *testing.T) {
