@@ -34,10 +34,11 @@ import (
 // drops are the kernel's UDP receive-buffer errors (/proc/net/snmp).
 //
 // With -udp-rate it is request/response instead (DNS-like): clients that
-// each await their request's echo, from ringload -proto udp-rr, or with
-// -udp-client c from bench/c/udp_rr.c, one C thread whose own scheduling
-// does not depend on how the server's wake-ups fall (docs/bench/HISTORY.md,
-// "UDP's DNS-like tail").
+// each await their request's echo, from ringload -proto udp-rr (whose
+// pacer sends the requests evenly spaced, from a thread of its own), or
+// with -udp-client c from bench/c/udp_rr.c, one C thread without a
+// language runtime, to check the Go client against (docs/bench/HISTORY.md,
+// "UDP's DNS-like tail" and "ringload's pacer: the load as asked").
 
 // udpServers are the UDP servers ringbench knows: argv builders given the
 // binaries, port, stats file and whether to answer each datagram.
@@ -568,7 +569,7 @@ func steerLoopback(cpus cpuSet) (func(), error) {
 func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 	if cfg.rr {
 		fmt.Fprintf(w, "\n## UDP, request/response (%s)\n\n", cfg.commandLine)
-		client := "ringload -proto udp-rr"
+		client := "ringload -proto udp-rr, paced from a thread of its own"
 		if cfg.cClient {
 			client = "bench/c/udp_rr.c, one C thread"
 		}
