@@ -759,6 +759,10 @@ func appendDatagram(ps []Packet, p Packet, seg int) []Packet {
 
 var errGROBatch = errors.New("ringpoll: a PacketConn with WithGRO receives up to 64 KiB at once: read it with a Batch of MaxPacketSize slots")
 
+// sendmmsg sends messages [from, from+n) of h on fd (mmsg.Headers.Send);
+// a variable so that a test can make the socket's send buffer look full.
+var sendmmsg = (*mmsg.Headers).Send
+
 // gsoSegments bounds the datagrams one UDP_SEGMENT message carries (the
 // kernel's UDP_MAX_SEGMENTS is 64 or more).
 const gsoSegments = 64
@@ -783,7 +787,7 @@ func newSendOp() *sendOp {
 
 func (o *sendOp) send(fd uintptr) bool {
 	for o.from < o.n {
-		r, err := o.h.Send(int(fd), o.from, o.n-o.from)
+		r, err := sendmmsg(o.h, int(fd), o.from, o.n-o.from)
 		switch err {
 		case nil:
 			o.from += r

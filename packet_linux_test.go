@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/mmsg"
 )
 
 // pcFamilies are the address families the packet tests run on.
@@ -379,6 +381,84 @@ func TestPacketConnCountsDrops(t *testing.T) {
 		})
 		if d := b.Stats().Drops; d == 0 || got == 0 || uint64(got)+d != sent {
 			t.Errorf("%d datagrams sent into the smallest receive buffer: %d read, %d counted dropped; want some of each, %d in all", sent, got, d, sent)
+		}
+	})
+}
+
+// TestPacketConnSendBufferFull: a send buffer that takes part of a batch
+// and then nothing (EAGAIN, here from a stand-in for sendmmsg that sends
+// one datagram a call and refuses every other call) makes WriteBatch
+// wait in Go's poller and go on where the kernel stopped: it reports
+// every datagram sent, and each arrives once.
+func TestPacketConnSendBufferFull(t *testing.T) {
+	forEachPacketSetup(t, func(t *testing.T, e Engine, network, addr string) {
+		a, b := pcListen(t, e, network, addr), pcListen(t, e, network, addr)
+		if err := b.SetReadBuffer(1 << 20); err != nil {
+			t.Fatal(err)
+		}
+		// While WriteBatch runs, this test's sender is the package's only
+		// one (the socket's descriptor changes when it joins the poller).
+		real := sendmmsg
+		defer func() { sendmmsg = real }()
+		calls, refused := 0, 0
+		sendmmsg = func(h *mmsg.Headers, fd, from, n int) (int, error) {
+			calls++
+			switch {
+			case calls > 40:
+				return real(h, fd, from, n)
+			case calls%2 == 1:
+				return real(h, fd, from, 1) // room for one
+			default:
+				refused++
+				return 0, unix.EAGAIN
+			}
+		}
+		// Lengths that grow, so that no two datagrams share a GSO message.
+		const total = 30
+		out := make([]Packet, total)
+		for i := range out {
+			out[i] = Packet{Data: []byte(fmt.Sprintf("datagram %02d %s", i, bytes.Repeat([]byte{'x'}, i))), Addr: pcAddrPort(b)}
+		}
+		type result struct {
+			n   int
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			n, err := a.WriteBatch(out) // on a socket outside the poller until the buffer is full
+			done <- result{n, err}
+		}()
+		select {
+		case r := <-done:
+			if r.n != total || r.err != nil {
+				t.Fatalf("WriteBatch through a full send buffer = %d, %v; want %d, nil", r.n, r.err, total)
+			}
+		case <-time.After(tsTimeout):
+			t.Fatal("WriteBatch through a full send buffer did not return")
+		}
+		sendmmsg = real
+		if refused == 0 || a.polled.Load() == nil {
+			t.Fatalf("the send buffer was full %d times, the socket joined the poller: %v", refused, a.polled.Load() != nil)
+		}
+		got := map[string]int{}
+		batch := pcBatch(t, 16, 256)
+		for len(got) < total {
+			pcDeadline(t, b)
+			ps, err := b.ReadBatch(batch)
+			if err != nil {
+				t.Fatalf("ReadBatch after %d datagrams: %v", len(got), err)
+			}
+			for _, p := range ps {
+				got[string(p.Data)]++
+			}
+		}
+		for _, p := range out {
+			if got[string(p.Data)] != 1 {
+				t.Errorf("%q arrived %d times", p.Data, got[string(p.Data)])
+			}
+		}
+		if s := a.Stats(); s.SentPackets != total {
+			t.Errorf("Stats().SentPackets = %d, want %d", s.SentPackets, total)
 		}
 	})
 }
