@@ -280,6 +280,56 @@ func TestPacketRingSends(t *testing.T) {
 	runtime.KeepAlive(bad)
 }
 
+// TestPacketRingSendsMoreThanItsQueue: sends queued beyond what the
+// submission queue holds (64 entries) are submitted to make room, not
+// lost: every one completes, and the peer reads each once.
+func TestPacketRingSendsMoreThanItsQueue(t *testing.T) {
+	recv, send, _ := udpPair(t)
+	if err := unix.SetsockoptInt(send, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	const total = 150
+	replies := make([]*reply, total)
+	for i := range replies {
+		replies[i] = replyTo(send, []byte(fmt.Sprintf("reply %03d", i)))
+	}
+	onRing(t, recv, 4, 16, func(p *PacketRing) error {
+		for i, r := range replies {
+			p.QueueSend(&r.msg, i)
+		}
+		res := p.WaitSends()
+		if len(res) != total {
+			return fmt.Errorf("WaitSends after %d sends: %d results", total, len(res))
+		}
+		seen := make([]bool, total)
+		for _, r := range res {
+			if r.I < 0 || r.I >= total || seen[r.I] || r.Res != int32(len("reply 000")) {
+				return fmt.Errorf("result %+v: want each send once, %d bytes sent", r, len("reply 000"))
+			}
+			seen[r.I] = true
+		}
+		return nil
+	})
+	// Blocking reads (the send socket blocks), bounded.
+	tv := unix.NsecToTimeval(int64(10 * time.Second))
+	if err := unix.SetsockoptTimeval(send, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	var b [16]byte
+	for range total {
+		n, _, err := unix.Recvfrom(send, b[:], 0)
+		if err != nil {
+			t.Fatalf("the peer read %d replies, then: %v", len(got), err)
+		}
+		got[string(b[:n])] = true
+	}
+	if len(got) != total {
+		t.Fatalf("the peer read %d distinct replies of %d", len(got), total)
+	}
+	runtime.KeepAlive(replies)
+}
+
 // reply is a SENDMSG's message and what it points to, which must stay
 // put until the send completed.
 type reply struct {
