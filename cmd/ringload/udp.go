@@ -207,7 +207,7 @@ func udpRR(ctx context.Context, addr string, clients, size int, rate float64, wa
 	if rate > 0 {
 		end = r.paced(rate)
 	} else {
-		end = r.unpaced(time.Now().Add(warmup + duration))
+		end = r.unpaced(ctx, time.Now().Add(warmup+duration))
 	}
 	select {
 	case <-time.After(warmup):
@@ -280,12 +280,12 @@ func (r *rrRun) record(id int, sent time.Time, took time.Duration) {
 }
 
 // unpaced starts the clients sending their requests one after another
-// until stopAt, and returns what waits for them to end.
-func (r *rrRun) unpaced(stopAt time.Time) func() {
+// until stopAt or ctx ends, and returns what waits for them to end.
+func (r *rrRun) unpaced(ctx context.Context, stopAt time.Time) func() {
 	for id, c := range r.conns {
 		r.wg.Go(func() {
 			req, buf := make([]byte, r.size), make([]byte, r.size+1)
-			for seq := uint64(1); ; seq++ {
+			for seq := uint64(1); ctx.Err() == nil; seq++ {
 				sent := time.Now()
 				if sent.After(stopAt) {
 					return

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -114,6 +115,39 @@ func TestUDPRR(t *testing.T) {
 				t.Fatalf("latency log line %q: want a client of 4, a send time within the run, a latency up to the max (%.0f µs)", l, res.MaxUs)
 			}
 		}
+	}
+}
+
+// TestUDPRRUnpaced: without a rate each client sends its next request as
+// soon as its reply came, and the run ends when its context does.
+func TestUDPRRUnpaced(t *testing.T) {
+	rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := rc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			rc.WriteTo(buf[:n], from)
+		}
+	}()
+	res, err := udpRR(context.Background(), rc.LocalAddr().String(), 2, 32, 0, 20*time.Millisecond, 200*time.Millisecond, nil)
+	if err != nil || res.Requests == 0 || res.Errors != 0 {
+		t.Fatalf("unpaced run: %+v, %v", res, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	begin := time.Now()
+	if _, err := udpRR(ctx, rc.LocalAddr().String(), 2, 32, 0, 0, time.Hour, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a run whose context ended: %v, want context.Canceled", err)
+	}
+	if d := time.Since(begin); d > 30*time.Second {
+		t.Fatalf("a cancelled run of an hour took %v", d)
 	}
 }
 
