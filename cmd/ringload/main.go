@@ -801,13 +801,16 @@ func load(ctx context.Context, cfg config) (*result, error) {
 				return
 			case <-time.After(time.Second):
 			}
-		} else {
-			pace.end() // paced connections wait in reads for batches it will no longer send
 		}
-		// Unblock whoever waits on a reply that will not come.
+		// Unblock whoever waits on a reply that will not come (paced
+		// connections wait in reads for batches the pacer will no
+		// longer send), and a pacer blocked in a write.
 		past := time.Now().Add(-time.Second)
 		for _, w := range workers {
 			w.conn.SetDeadline(past)
+		}
+		if pace != nil {
+			pace.end()
 		}
 		select {
 		case <-finished:

@@ -364,6 +364,47 @@ func TestLoadServerHangsUp(t *testing.T) {
 	}
 }
 
+// TestLoadPacedServerStopsReading: a paced run against a server that
+// accepts and never reads ends soon after its window, though the pacer is
+// blocked in a write to a full socket (the connections' deadlines, set
+// in the past at the end, free it), not at the run's last-resort
+// deadline ten seconds later.
+func TestLoadPacedServerStopsReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	cfg := testConfig(ln.Addr().String())
+	cfg.conns, cfg.size, cfg.rate = 1, 4<<20, 1000 // a batch fills both sockets' buffers
+	cfg.warmup, cfg.duration = 0, 200*time.Millisecond
+	begin := time.Now()
+	load(context.Background(), cfg) // its result is the server's failure; what counts here is when it returns
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Fatalf("a 200 ms paced run against a server that does not read took %v", d)
+	}
+}
+
 func TestLoadDialFails(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
