@@ -61,31 +61,40 @@ func TestUDPLoad(t *testing.T) {
 	}
 }
 
+// udpEcho starts a UDP server that sends every datagram back, with its
+// last byte flipped if corrupt, until the test ends, and returns its
+// address.
+func udpEcho(t *testing.T, corrupt bool) string {
+	t.Helper()
+	rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := rc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if corrupt {
+				buf[n-1] ^= 1
+			}
+			rc.WriteTo(buf[:n], from)
+		}
+	}()
+	return rc.LocalAddr().String()
+}
+
 // TestUDPRR: -proto udp-rr gets its requests echoed, measures their
 // latency, and finds a server that answers wrongly.
 func TestUDPRR(t *testing.T) {
 	for _, corrupt := range []bool{false, true} {
-		rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		go func() {
-			buf := make([]byte, 2048)
-			for {
-				n, from, err := rc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				if corrupt {
-					buf[n-1] ^= 1
-				}
-				rc.WriteTo(buf[:n], from)
-			}
-		}()
+		addr := udpEcho(t, corrupt)
 		var log bytes.Buffer
 		begin := time.Now()
-		res, err := udpRR(context.Background(), rc.LocalAddr().String(), 4, 64, 2000, 50*time.Millisecond, 300*time.Millisecond, &log)
+		res, err := udpRR(context.Background(), addr, 4, 64, 2000, 50*time.Millisecond, 300*time.Millisecond, &log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,29 +130,15 @@ func TestUDPRR(t *testing.T) {
 // TestUDPRRUnpaced: without a rate each client sends its next request as
 // soon as its reply came, and the run ends when its context does.
 func TestUDPRRUnpaced(t *testing.T) {
-	rc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := rc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			rc.WriteTo(buf[:n], from)
-		}
-	}()
-	res, err := udpRR(context.Background(), rc.LocalAddr().String(), 2, 32, 0, 20*time.Millisecond, 200*time.Millisecond, nil)
+	addr := udpEcho(t, false)
+	res, err := udpRR(context.Background(), addr, 2, 32, 0, 20*time.Millisecond, 200*time.Millisecond, nil)
 	if err != nil || res.Requests == 0 || res.Errors != 0 {
 		t.Fatalf("unpaced run: %+v, %v", res, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	begin := time.Now()
-	if _, err := udpRR(ctx, rc.LocalAddr().String(), 2, 32, 0, 0, time.Hour, nil); !errors.Is(err, context.Canceled) {
+	if _, err := udpRR(ctx, addr, 2, 32, 0, 0, time.Hour, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a run whose context ended: %v, want context.Canceled", err)
 	}
 	if d := time.Since(begin); d > 30*time.Second {
