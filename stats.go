@@ -23,8 +23,14 @@ type LoopStats struct {
 	WaitsKeptP uint64
 	// Parks counts the times an io_uring loop that does not keep a thread
 	// (the default; see docs/ARCHITECTURE.md) waited for completions in
-	// Go's poller. Such a loop makes no EnterWait calls.
+	// Go's poller.
 	Parks uint64
+	// Naps counts the times such a loop, with requests coming close
+	// together and a Go processor to spare (GOMAXPROCS above the loops
+	// keeping one), waited for the next in io_uring_enter instead,
+	// keeping its processor for at most 10 ms (docs/ARCHITECTURE.md,
+	// "Threads: parked loops"). Each is also an EnterWait.
+	Naps uint64
 	// BusyPolls counts the times an idle io_uring loop polled for work
 	// before it slept (WithBusyPoll), and BusyPollHits those in which
 	// work came while it polled: a sleep and a wake-up saved each.
@@ -119,8 +125,8 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared)
 }
@@ -153,6 +159,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
 		WaitsKeptP:     p.WaitsKeptP.Load(),
 		Parks:          p.Parks.Load(),
+		Naps:           p.Naps.Load(),
 		BusyPolls:      p.BusyPolls.Load(),
 		BusyPollHits:   p.BusyPollHits.Load(),
 		ThreadMoves:    p.ThreadMoves.Load(),

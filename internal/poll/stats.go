@@ -20,6 +20,9 @@ type Stats struct {
 	EnterWakeSQ atomic.Uint64
 	// Parks counts waits of an io_uring loop in Go's poller.
 	Parks atomic.Uint64
+	// Naps counts the waits of a parked io_uring loop in io_uring_enter
+	// on its P (uringp's nap.go).
+	Naps atomic.Uint64
 	// BusyPolls counts the times an idle io_uring loop polled before it
 	// slept (WithBusyPoll), and BusyPollHits those in which work came
 	// while it polled, so that it did not sleep.

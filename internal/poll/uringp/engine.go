@@ -11,7 +11,8 @@
 //
 // Each loop owns one ring, which only the loop goroutine enters. By
 // default the loop is an ordinary goroutine that sleeps in Go's poller on
-// the ring's descriptor (park.go); uring-sqpoll, and loops asked to keep
+// the ring's descriptor (park.go), or, between requests that come close
+// together and with a P to spare, in io_uring_enter (nap.go); uring-sqpoll, and loops asked to keep
 // their P or to batch completions, lock their OS thread and sleep in
 // io_uring_enter instead. Other goroutines reach a loop through an inbox
 // and wake it, only when it sleeps. Listening sockets are served by
@@ -24,6 +25,7 @@ package uringp
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -91,6 +93,10 @@ type Tuning struct {
 	// as long as another P is left for the rest of the program (see
 	// keptPs). Ignored by uring-sqpoll.
 	KeepP bool
+	// NoNap keeps a parked loop from napping (nap.go): it always sleeps
+	// in Go's poller. The environment variable RINGPOLL_NAP=off sets it
+	// for every engine of the process (for comparisons).
+	NoNap bool
 	// BusyPoll, if above 0, is how long a loop that has run out of work
 	// polls its ring and inbox before it sleeps (busyPoll). Ignored by
 	// uring-sqpoll, whose loops poll for spinFor.
@@ -108,6 +114,9 @@ type Tuning struct {
 }
 
 func (t Tuning) withDefaults() Tuning {
+	if os.Getenv("RINGPOLL_NAP") == "off" {
+		t.NoNap = true
+	}
 	if t.SQEntries == 0 {
 		t.SQEntries = 512
 	}

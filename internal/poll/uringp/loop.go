@@ -59,6 +59,12 @@ type loop struct {
 	// not pinned.
 	cpu    int
 	parker *parker // !locked
+	// napping: a parked loop that expects its next completion soon may
+	// wait for it in io_uring_enter on a P it keeps (nap.go); napNext: its
+	// last sleep was short.
+	napping    bool
+	napNext    bool
+	readyLooks int // readyToRun's calls in this park
 	// tid is the thread the loop was last seen on; thread counts the
 	// changes (wrapping) and settled the looks since the last (park.go).
 	tid     int
@@ -79,9 +85,11 @@ type loop struct {
 	// cancelClock ticks with every enter and every cancel tick: a cancel
 	// two ticks old has had its effect (cancel.go).
 	cancelClock uint8
-	ev          *poll.EventFD // a locked loop's wake-up eventfd
-	sleeping    atomic.Bool
-	starving    atomic.Bool // some connection waits for buffers (ENOBUFS)
+	ev          *poll.EventFD // the wake-up eventfd of a locked or napping loop
+	// sleeping says how the loop sleeps (asleep*), so that a producer
+	// knows how to wake it.
+	sleeping atomic.Uint32
+	starving atomic.Bool // some connection waits for buffers (ENOBUFS)
 
 	mu    sync.Mutex
 	tasks []task
@@ -137,6 +145,7 @@ func newLoop(m Mode, t Tuning) *loop {
 		draining:    map[*conn]time.Time{},
 		splices:     map[*conn]*SpliceOp{},
 		noRecvLimit: t.NoRecvLimit,
+		napping:     !t.NoNap && !(m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0),
 	}
 }
 
@@ -221,15 +230,18 @@ func (l *loop) setup() error {
 			l.fixed = n
 		}
 	}
-	if l.locked {
+	if l.locked || l.napping {
 		if l.ev, err = poll.NewEventFD(); err != nil {
 			return err
 		}
 		if l.page, err = unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
 			return os.NewSyscallError("mmap", err)
 		}
-	} else if l.parker, err = newParker(l); err != nil {
-		return err
+	}
+	if !l.locked {
+		if l.parker, err = newParker(l); err != nil {
+			return err
+		}
 	}
 	if l.mode != ModeReactor {
 		if l.bufs, err = newBufPool(l, l.tuning.Buffers, l.tuning.BufferSize, l.tuning.inc); err != nil {
@@ -251,7 +263,7 @@ func (l *loop) setup() error {
 		// memory (RLIMIT_MEMLOCK may refuse the pinned pages).
 		l.fbufs, _ = newFileBufs(l.ring, l.tuning.FileBuffers)
 	}
-	if l.locked {
+	if l.locked || l.napping {
 		l.armWake()
 	}
 	return nil
@@ -302,6 +314,13 @@ func (l *loop) teardownRing() {
 	}
 }
 
+// How a loop sleeps (loop.sleeping).
+const (
+	awake          = iota
+	asleepInPoller // parked: a producer sets the parker's deadline
+	asleepInKernel // in io_uring_enter: a producer writes the eventfd
+)
+
 // post queues t and wakes the loop if it sleeps. The loop sets sleeping,
 // re-checks the inbox (queued), and only then blocks; a producer sets
 // queued, then writes the eventfd only if it clears sleeping itself. Go's
@@ -313,9 +332,9 @@ func (l *loop) post(t task) {
 }
 
 func (l *loop) wake() {
-	if l.sleeping.Load() && l.sleeping.CompareAndSwap(true, false) {
+	if s := l.sleeping.Load(); s != awake && l.sleeping.CompareAndSwap(s, awake) {
 		l.stats.Wakeups.Add(1)
-		if l.parker != nil {
+		if s == asleepInPoller {
 			l.parker.wake()
 			return
 		}
@@ -528,19 +547,26 @@ func (l *loop) submitOrWait() {
 			return
 		}
 	}
-	l.sleeping.Store(true)
-	if l.pending() {
-		l.sleeping.Store(false)
-		return
+	nap := l.mayNap()
+	how := uint32(asleepInPoller)
+	if l.locked || nap {
+		how = asleepInKernel
 	}
+	l.sleeping.Store(how)
 	switch {
+	case l.pending():
 	case l.mode == ModeSQPoll && l.spin():
 	case l.locked:
 		l.submit(1)
+	case nap:
+		l.nap()
 	default:
-		l.park()
+		l.noteSleep(l.park())
 	}
-	l.sleeping.Store(false)
+	if nap {
+		keptPs.give()
+	}
+	l.sleeping.Store(awake)
 }
 
 // reap takes every completion and dispatches it. It reports whether it

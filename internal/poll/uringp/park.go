@@ -114,7 +114,8 @@ func (p *parker) wake() { p.file.SetReadDeadline(aLongTimeAgo) }
 
 // park submits what is queued and sleeps in Go's poller until a
 // completion is ready, a producer wakes the loop or the next timer is due.
-func (l *loop) park() {
+// It returns how long it slept, or -1 if it found work at once.
+func (l *loop) park() time.Duration {
 	p := l.parker
 	if l.ring.SQReady() > 0 {
 		l.submit(0)
@@ -124,7 +125,13 @@ func (l *loop) park() {
 		p.timed = true
 	}
 	l.stats.Parks.Add(1)
+	start := time.Now()
+	l.readyLooks = 0
 	err := p.rc.Read(p.ready)
+	slept := time.Since(start)
+	if l.readyLooks <= 1 {
+		slept = -1 // ready at once: it did not wait
+	}
 	if p.timed || err != nil {
 		// A deadline, ours or a producer's, is cleared only once it was
 		// seen (a producer's may also land during the turn: it wakes the
@@ -135,6 +142,7 @@ func (l *loop) park() {
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		panic("ringpoll: waiting for io_uring completions: " + err.Error())
 	}
+	return slept
 }
 
 // checkThread notes, every threadEvery turns, which thread the loop runs
@@ -179,5 +187,6 @@ func (l *loop) readyToRun(uintptr) bool {
 		l.cancelClock++
 		l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
 	}
+	l.readyLooks++
 	return l.ring.CQReady() > 0 || l.pending()
 }

@@ -41,7 +41,7 @@ func TestWakeAfterTeardown(t *testing.T) {
 			return err
 		}
 		defer unix.Close(old)
-		l.sleeping.Store(true)
+		l.sleeping.Store(asleepInKernel)
 		l.wake()
 		var b [16]byte
 		if n, err := unix.Read(p[0], b[:]); err == nil {

@@ -1,0 +1,87 @@
+//go:build linux
+
+package uringp
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+// A parked loop sleeps in Go's poller (park.go). Each such sleep is a
+// round through the scheduler: the loop goroutine parks, its thread looks
+// for other work, asks the poller without waiting, then waits in
+// epoll_pwait, which the task work of the arriving completion interrupts
+// (EINTR) before the retried wait finds the ring readable; then the
+// goroutine is scheduled again: four system calls and the scheduler's
+// search, where a loop that waits in io_uring_enter makes one.
+//
+// So a loop whose last sleep was short (requests come close together)
+// naps instead, when a P can be spared: it waits in
+// io_uring_enter(GETEVENTS, min_complete=1), which submits what the turn
+// queued, runs the completions' task work and returns with the next
+// completion. The nap keeps the loop's P (RawSyscall6): through Syscall6,
+// sysmon takes the P of a thread that stays in a system call over one of
+// its ticks and starts another thread to look for work, and on a loaded
+// server it then does so again and again (3 times the CPU per request at
+// 1,000 requests a second, with GOMAXPROCS=1). A kept P is one no other
+// goroutine can use, so a loop naps only while GOMAXPROCS leaves at least
+// one P for the rest of the program: keptPs, shared with Tuning.KeepP. With
+// GOMAXPROCS=1 a loop never naps. (Naps on the only P did cut the CPU per
+// request by 7–11% on the partial-load benchmark, but a goroutine of the
+// program waiting on Go's poller, a dial of its own for instance, then
+// waited for the nap's end: docs/bench/HISTORY.md, "Naps".)
+//
+// A nap that saw no completion for napFor parks, and the next sleep
+// parks too unless that one ended within napFor.
+//
+// napFor is longer than a scheduler tick (4 ms at HZ=250) on purpose:
+// the wait's timer is then never the CPU's next event, so arming and
+// cancelling it reprograms nothing. With a 200 µs or 2 ms bound each nap
+// reprogrammed the timer, 3–8 µs a request on a virtual machine.
+const napFor = 10 * time.Millisecond
+
+// mayNap reports whether the loop naps at this sleep; if so, it has taken
+// a P from keptPs, which the caller gives back after the nap.
+func (l *loop) mayNap() bool {
+	return l.napping && l.napNext && l.sleepyFiles == 0 && keptPs.take()
+}
+
+// nap waits in io_uring_enter, keeping the loop's P, for a completion or
+// a producer's wake-up, for at most napFor (or until the next timer). If
+// none came, it parks in Go's poller.
+func (l *loop) nap() {
+	d, timed := l.nextTimer()
+	if !timed || d > napFor {
+		d = napFor
+	}
+	d = max(d, time.Microsecond)
+	l.stats.Naps.Add(1)
+	l.stats.EnterWait.Add(1)
+	l.ring.SetKeepP(true)
+	_, err := l.ring.SubmitAndWaitTimeout(1, d)
+	l.ring.SetKeepP(false)
+	if err != nil && !uring.IsTemporary(err) {
+		// EBADF, EFAULT or EBADR: as in submit.
+		panic("ringpoll: io_uring_enter: " + err.Error())
+	}
+	if !errors.Is(err, syscall.ETIME) || l.ring.CQReady() > 0 || d < napFor {
+		return // a completion, a signal, or a timer of the loop's own is due
+	}
+	// Nothing came: park, unless a producer woke us meanwhile (its
+	// eventfd write completes the wake READ, which the next turn reaps).
+	if !l.sleeping.CompareAndSwap(asleepInKernel, asleepInPoller) || l.pending() {
+		return
+	}
+	l.noteSleep(l.park())
+}
+
+// noteSleep notes how long a park slept (-1: not at all, which says
+// nothing of how far apart completions come).
+func (l *loop) noteSleep(d time.Duration) {
+	if d >= 0 {
+		l.napNext = d <= napFor && l.napping
+	}
+}

@@ -1,0 +1,107 @@
+package ringpoll
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/poll/uringp"
+)
+
+// TestLoopNaps serves echo exchanges with the default options while
+// garbage collections stop the world again and again, in the inline and
+// the goroutine handler styles, and checks every byte and the loops' naps
+// (waits in io_uring_enter on a P the loop keeps, between requests that
+// come close together): some under GOMAXPROCS=2 on the engines whose
+// loops park, none under GOMAXPROCS=1, where a nap would hold the only P
+// and every other goroutine of the program would wait for its end. The
+// clients are goroutines of this process, and a collection must stop a
+// napping loop: either failing shows up as a hang.
+func TestLoopNaps(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	// Naps take their P from the process-wide budget: no loop of an
+	// earlier test may linger and hold it.
+	defer engineLinger.Store(engineLinger.Swap(0))
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, procs := range []int{1, 2} {
+			for _, style := range []tsStyle{tsInline, tsHandler} {
+				t.Run(fmt.Sprintf("gomaxprocs=%d/%s", procs, style), func(t *testing.T) {
+					runtime.GOMAXPROCS(procs)
+					uringp.RefreshProcs()
+					ln := listen(t, e, "tcp", WithLoops(1))
+					opts := []Option{}
+					if style == tsInline {
+						opts = append(opts, WithInlineHandler())
+					}
+					tsServeHandler(t, ln, tsEchoHandler, opts...)
+
+					stopGC := make(chan struct{})
+					var gcs sync.WaitGroup
+					gcs.Go(func() {
+						for {
+							select {
+							case <-stopGC:
+								return
+							case <-time.After(time.Millisecond):
+								runtime.GC()
+							}
+						}
+					})
+					defer func() { close(stopGC); gcs.Wait() }()
+
+					naps := func() (n uint64) {
+						for _, s := range ln.Stats() {
+							n += s.Naps
+						}
+						return n
+					}
+					const clients, rounds = 4, 200
+					exchange := func() {
+						errs := make(chan error, clients)
+						var wg sync.WaitGroup
+						for i := range clients {
+							c := tsDialStd(t, "tcp", ln.Addr().String())
+							wg.Go(func() {
+								defer c.Close()
+								msg := bytes.Repeat([]byte{byte('a' + i)}, 1024)
+								for r := range rounds {
+									if err := tsEchoOnce(c, string(msg)); err != nil {
+										errs <- fmt.Errorf("client %d round %d: %w", i, r, err)
+										return
+									}
+								}
+							})
+						}
+						wg.Wait()
+						close(errs)
+						tsReportErrors(t, errs)
+					}
+					exchange()
+					if procs == 2 && keepPEngines[e] {
+						// A loop naps once a sleep of its ended within
+						// 10 ms: on a machine slow enough that none did,
+						// more exchanges give it the chance.
+						tsEventually(t, "the loop to nap", func() bool {
+							if naps() > 0 {
+								return true
+							}
+							exchange()
+							return false
+						})
+					}
+					n := naps()
+					switch {
+					case procs == 1 && n != 0:
+						t.Fatalf("GOMAXPROCS=1: the loop napped %d times on the only P", n)
+					case !keepPEngines[e] && n != 0:
+						t.Fatalf("%v has no parked loop, yet it napped %d times", e, n)
+					}
+					t.Logf("%d naps", n)
+				})
+			}
+		}
+	})
+}
