@@ -1,0 +1,84 @@
+//go:build linux
+
+package uringp
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+// TestNapWake: a producer that posts to a napping loop wakes it through
+// the eventfd READ the loop keeps armed, so that the nap ends with that
+// completion rather than at its 10 ms bound; and a loop napping that way
+// gives its P back to the budget afterwards.
+func TestNapWake(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	RefreshProcs()
+	defer RefreshProcs()
+	l := newLoop(ModeUring, Tuning{}.withDefaults())
+	if !l.napping {
+		t.Skip("naps are off (RINGPOLL_NAP=off)")
+	}
+	if err := l.setup(); err != nil {
+		l.teardownRing()
+		t.Skipf("io_uring: %v", err)
+	}
+	defer l.teardownRing()
+	l.submit(0) // the wake READ armed at setup
+
+	l.napNext = true
+	if !l.mayNap() {
+		t.Fatal("GOMAXPROCS=2 left no P for a loop's nap")
+	}
+	l.sleeping.Store(asleepInKernel)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.nap()
+	}()
+	l.post(task{kind: taskResume}) // what a producer does
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the nap did not end")
+	}
+	keptPs.give()
+	if got := l.sleeping.Load(); got != awake {
+		t.Errorf("the producer left sleeping at %d, want awake", got)
+	}
+	var cqes [8]uring.CQE
+	n := l.ring.PeekCQE(cqes[:])
+	var woke bool
+	for _, c := range cqes[:n] {
+		if k, _, _ := splitUserData(c.UserData); k == kindWake {
+			woke = true
+		}
+	}
+	if !woke {
+		t.Fatalf("the nap ended without the wake READ's completion (%d CQEs): the producer did not write the eventfd", n)
+	}
+	if l.stats.Naps.Load() != 1 || l.stats.Wakeups.Load() != 1 {
+		t.Errorf("naps %d, wake-ups %d; want 1 and 1", l.stats.Naps.Load(), l.stats.Wakeups.Load())
+	}
+	if !keptPs.take() {
+		t.Fatal("the nap's P was not given back to the budget")
+	}
+	keptPs.give()
+}
+
+// TestNoNapOnTheOnlyP: with GOMAXPROCS=1 a loop never naps, however
+// close together its completions come.
+func TestNoNapOnTheOnlyP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	RefreshProcs()
+	defer RefreshProcs()
+	l := newLoop(ModeUring, Tuning{}.withDefaults())
+	l.napNext = true
+	if l.mayNap() {
+		keptPs.give()
+		t.Fatal("a loop would nap on the only P")
+	}
+}
