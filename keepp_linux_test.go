@@ -42,39 +42,8 @@ func TestLoopKeepsP(t *testing.T) {
 					}
 					tsServeHandler(t, ln, tsEchoHandler, opts...)
 
-					stopGC := make(chan struct{})
-					var gcs sync.WaitGroup
-					gcs.Go(func() {
-						for {
-							select {
-							case <-stopGC:
-								return
-							default:
-								runtime.GC()
-							}
-						}
-					})
-					defer func() { close(stopGC); gcs.Wait() }()
-
-					const clients, rounds = 8, 200
-					errs := make(chan error, clients)
-					var wg sync.WaitGroup
-					for i := range clients {
-						c := tsDialStd(t, "tcp", ln.Addr().String())
-						wg.Go(func() {
-							defer c.Close()
-							msg := bytes.Repeat([]byte{byte('a' + i)}, 1024)
-							for r := range rounds {
-								if err := tsEchoOnce(c, string(msg)); err != nil {
-									errs <- fmt.Errorf("client %d round %d: %w", i, r, err)
-									return
-								}
-							}
-						})
-					}
-					wg.Wait()
-					close(errs)
-					tsReportErrors(t, errs)
+					defer tsCollectAlways()()
+					tsEchoRounds(t, ln, 8, 200)
 
 					keptNow := func() (kept uint64) {
 						for _, s := range ln.Stats() {
@@ -149,4 +118,46 @@ func TestLoopKeepsPWithoutPreemptSignalsChild(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	waits := ln.Stats()[0].EnterWait - before
 	t.Logf("idle kept-P loop: %.0f wake-ups per second", float64(waits)/time.Since(start).Seconds())
+}
+
+// tsCollectAlways runs garbage collections back to back, each stopping
+// the world, until the function it returns is called.
+func tsCollectAlways() (stop func()) {
+	done := make(chan struct{})
+	var gcs sync.WaitGroup
+	gcs.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	})
+	return func() { close(done); gcs.Wait() }
+}
+
+// tsEchoRounds has clients std net connections to ln each make rounds
+// 1 KiB echo exchanges, every byte checked.
+func tsEchoRounds(t *testing.T, ln *Listener, clients, rounds int) {
+	t.Helper()
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		c := tsDialStd(t, "tcp", ln.Addr().String())
+		wg.Go(func() {
+			defer c.Close()
+			msg := bytes.Repeat([]byte{byte('a' + i)}, 1024)
+			for r := range rounds {
+				if err := tsEchoOnce(c, string(msg)); err != nil {
+					errs <- fmt.Errorf("client %d round %d: %w", i, r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	tsReportErrors(t, errs)
 }

@@ -1,12 +1,9 @@
 package ringpoll
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
@@ -38,19 +35,9 @@ func TestLoopNaps(t *testing.T) {
 					}
 					tsServeHandler(t, ln, tsEchoHandler, opts...)
 
-					stopGC := make(chan struct{})
-					var gcs sync.WaitGroup
-					gcs.Go(func() {
-						for {
-							select {
-							case <-stopGC:
-								return
-							case <-time.After(time.Millisecond):
-								runtime.GC()
-							}
-						}
-					})
-					defer func() { close(stopGC); gcs.Wait() }()
+					// Collections one after the other stop the world
+					// while the loop may nap on its P.
+					defer tsCollectAlways()()
 
 					naps := func() (n uint64) {
 						for _, s := range ln.Stats() {
@@ -58,27 +45,7 @@ func TestLoopNaps(t *testing.T) {
 						}
 						return n
 					}
-					const clients, rounds = 4, 200
-					exchange := func() {
-						errs := make(chan error, clients)
-						var wg sync.WaitGroup
-						for i := range clients {
-							c := tsDialStd(t, "tcp", ln.Addr().String())
-							wg.Go(func() {
-								defer c.Close()
-								msg := bytes.Repeat([]byte{byte('a' + i)}, 1024)
-								for r := range rounds {
-									if err := tsEchoOnce(c, string(msg)); err != nil {
-										errs <- fmt.Errorf("client %d round %d: %w", i, r, err)
-										return
-									}
-								}
-							})
-						}
-						wg.Wait()
-						close(errs)
-						tsReportErrors(t, errs)
-					}
+					exchange := func() { tsEchoRounds(t, ln, 4, 200) }
 					exchange()
 					// Loops that keep their thread (every one under
 					// RINGPOLL_TEST_KEEP_P=1) do not park, so they do not
