@@ -35,7 +35,11 @@ import (
 // waited for the nap's end: docs/bench/HISTORY.md, "Naps".)
 //
 // A nap that saw no completion for napFor parks, and the next sleep
-// parks too unless that one ended within napFor.
+// parks too unless that one ended within napFor. A loop whose connections
+// all run their users inline (poll.FD.NoBlock) does not nap: with the
+// server and its clients sharing two CPUs, naps cost such a loop 47% more
+// CPU per request at 8,500 req/s (16.7 against 24.6 µs), where they took
+// 27% off the pooled handler's (docs/bench/naps-amd-2026-11-27).
 //
 // napFor is longer than a scheduler tick (4 ms at HZ=250) on purpose:
 // the wait's timer is then never the CPU's next event, so arming and
@@ -46,7 +50,7 @@ const napFor = 10 * time.Millisecond
 // mayNap reports whether the loop naps at this sleep; if so, it has taken
 // a P from keptPs, which the caller gives back after the nap.
 func (l *loop) mayNap() bool {
-	return l.napping && l.napNext && l.sleepyFiles == 0 && keptPs.take()
+	return l.napping && l.napNext && l.blockers > 0 && l.sleepyFiles == 0 && keptPs.take()
 }
 
 // nap waits in io_uring_enter, keeping the loop's P, for a completion or

@@ -10,7 +10,8 @@ import (
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
-// TestNapWake: a producer that posts to a napping loop wakes it through
+// TestNapWake: a loop naps only with connections whose users run on
+// goroutines; a producer that posts to a napping loop wakes it through
 // the eventfd READ the loop keeps armed, so that the nap ends with that
 // completion rather than at its 10 ms bound; and a loop napping that way
 // gives its P back to the budget afterwards.
@@ -30,6 +31,11 @@ func TestNapWake(t *testing.T) {
 	l.submit(0) // the wake READ armed at setup
 
 	l.napNext = true
+	if l.mayNap() {
+		keptPs.give()
+		t.Fatal("a loop without connections whose users run on goroutines would nap")
+	}
+	l.blockers = 1 // as if a pooled handler's connection were attached
 	if !l.mayNap() {
 		t.Fatal("GOMAXPROCS=2 left no P for a loop's nap")
 	}
@@ -76,7 +82,7 @@ func TestNoNapOnTheOnlyP(t *testing.T) {
 	RefreshProcs()
 	defer RefreshProcs()
 	l := newLoop(ModeUring, Tuning{}.withDefaults())
-	l.napNext = true
+	l.napNext, l.blockers = true, 1
 	if l.mayNap() {
 		keptPs.give()
 		t.Fatal("a loop would nap on the only P")
