@@ -403,7 +403,8 @@ var keepPByDefault bool
 //
 // By default a loop is not tied to a thread: it sleeps in Go's poller, and
 // waking handler goroutines costs it no thread switch; while requests come
-// close together and GOMAXPROCS leaves a P for the rest of the program, it
+// close together to handlers that run on goroutines (not inline) and
+// GOMAXPROCS leaves a P for the rest of the program, it
 // waits for the next in io_uring_enter on a P it keeps, for at most 10 ms
 // (a nap; LoopStats.Naps; docs/ARCHITECTURE.md).
 // A locked loop pays a thread hand-off whenever it sleeps giving its P up;

@@ -26,8 +26,9 @@ type LoopStats struct {
 	// Go's poller.
 	Parks uint64
 	// Naps counts the times such a loop, with requests coming close
-	// together and a Go processor to spare (GOMAXPROCS above the loops
-	// keeping one), waited for the next in io_uring_enter instead,
+	// together, connections whose handlers or readers run on goroutines,
+	// and a Go processor to spare (GOMAXPROCS above the loops keeping
+	// one), waited for the next in io_uring_enter instead,
 	// keeping its processor for at most 10 ms (docs/ARCHITECTURE.md,
 	// "Threads: parked loops"). Each is also an EnterWait.
 	Naps uint64
