@@ -35,7 +35,15 @@ func TestSmoke(t *testing.T) {
 		"-repeats", "1", "-warmup", "50ms", "-duration", "200ms", "-charts=false", "-out", out,
 	}, &stdout, &stderr)
 	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		// The servers' own logs say why one exited (they go with the
+		// temporary directory).
+		var logs strings.Builder
+		paths, _ := filepath.Glob(filepath.Join(out, "logs", "*.log"))
+		for _, p := range paths {
+			b, _ := os.ReadFile(p)
+			logs.WriteString("--- " + filepath.Base(p) + "\n" + string(b))
+		}
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nserver logs:\n%s", code, stdout.String(), stderr.String(), logs.String())
 	}
 
 	// results.jsonl: a run per cell, every byte verified, then a summary
