@@ -157,13 +157,18 @@ func startServer(ctx context.Context, argv []string, addr string, cpus cpuSet, l
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return p, nil
+			// The port was free when freePort looked; another program
+			// (a test beside this one) may have bound it since, and then
+			// the dial reached that one while the server fails to bind.
+			if listensOn(cmd.Process.Pid, addr) {
+				return p, nil
+			}
 		}
 		select {
 		case werr := <-p.done:
 			p.done <- werr
 			p.log.Close()
-			return nil, fmt.Errorf("%s exited before listening (%v); its log: %s", argv[0], werr, tail(logPath))
+			return nil, fmt.Errorf("%s exited before listening (%v); its log: %s: %w", argv[0], werr, tail(logPath), errExitedEarly)
 		case <-ctx.Done():
 			p.stop()
 			return nil, ctx.Err()
@@ -174,6 +179,57 @@ func startServer(ctx context.Context, argv []string, addr string, cpus cpuSet, l
 			return nil, fmt.Errorf("%s did not listen on %s within 15 s; its log: %s", argv[0], addr, tail(logPath))
 		}
 	}
+}
+
+// errExitedEarly marks a server that exited before it listened: most
+// often because its port was taken meanwhile, so the caller may try
+// another.
+var errExitedEarly = errors.New("the server exited before it listened")
+
+// listensOn reports whether process pid holds a listening TCP socket on
+// addr's port (any local address, IPv4 or IPv6), by the socket inodes of
+// /proc/net/tcp{,6} and the process's descriptors.
+func listensOn(pid int, addr string) bool {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return false
+	}
+	want := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st ... uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && int(p) == port {
+				want["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(want) == 0 {
+		return false
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(dir + "/" + fd.Name()); err == nil && want[link] {
+			return true
+		}
+	}
+	return false
 }
 
 // stop asks the server to exit (SIGTERM), kills it after 5 s, and waits.

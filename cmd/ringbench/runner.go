@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -136,29 +137,38 @@ func (r *runner) runServer(ctx context.Context, rep int, srv server, scenario st
 			cells = append(cells, l.cell(srv.name, c))
 		}
 	}
-	addr, err := freePort()
-	if err == nil {
-		base := filepath.Join(cfg.out, "logs", fmt.Sprintf("%s-%s-r%d", srv.name, scenario, rep))
-		logPath := base + ".log"
-		var p *process
+	base := filepath.Join(cfg.out, "logs", fmt.Sprintf("%s-%s-r%d", srv.name, scenario, rep))
+	logPath := base + ".log"
+	var p *process
+	var err error
+	// A port found free may be taken before the server binds it: then
+	// the server exits, and another port is tried.
+	for range 3 {
+		var addr string
+		if addr, err = freePort(); err != nil {
+			break
+		}
 		p, err = startServer(ctx, r.serverArgv(srv, scenario, addr, base+".stats.json"), addr, cfg.serverCPUs, logPath)
-		if err == nil && srv.kind == "ringpoll" {
+		if !errors.Is(err, errExitedEarly) {
+			break
+		}
+	}
+	if err == nil {
+		if srv.kind == "ringpoll" {
 			p.statsFile = base + ".stats.json"
 		}
-		if err == nil {
-			for _, cell := range cells {
-				if ctx.Err() != nil {
-					break
-				}
-				r.prog.start(rep, cell)
-				run := r.measure(ctx, rep, cell, p)
-				r.record(run)
+		for _, cell := range cells {
+			if ctx.Err() != nil {
+				break
 			}
-			if serr := p.stop(); serr != nil && ctx.Err() == nil {
-				r.prog.note(fmt.Sprintf("%s (%s): exit: %v; log %s", srv.name, scenario, serr, logPath))
-			}
-			return ctx.Err()
+			r.prog.start(rep, cell)
+			run := r.measure(ctx, rep, cell, p)
+			r.record(run)
 		}
+		if serr := p.stop(); serr != nil && ctx.Err() == nil {
+			r.prog.note(fmt.Sprintf("%s (%s): exit: %v; log %s", srv.name, scenario, serr, logPath))
+		}
+		return ctx.Err()
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"net"
+	"os"
 	"slices"
 	"testing"
 )
@@ -37,5 +39,27 @@ func TestServerArgv(t *testing.T) {
 	srv, _ := lookupServer("c-liburing")
 	if got, want := r.serverArgv(srv, "echo", "127.0.0.1:7001", "/s.json"), []string{"/b/uring_echo", "7001"}; !slices.Equal(got, want) {
 		t.Errorf("c-liburing:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestListensOn: startServer trusts a dial only once the server's own
+// process holds the listening socket, so that a port another program
+// bound after freePort looked is not taken for the server's.
+func TestListensOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if !listensOn(os.Getpid(), addr) {
+		t.Fatalf("this process listens on %s, and listensOn says it does not", addr)
+	}
+	// PID 1 is not this test: another process's port is not ours.
+	if listensOn(1, addr) {
+		t.Fatalf("listensOn says PID 1 listens on this test's %s", addr)
+	}
+	ln.Close()
+	if listensOn(os.Getpid(), addr) {
+		t.Fatalf("listensOn still sees %s after the listener closed", addr)
 	}
 }
