@@ -533,9 +533,7 @@ func (l *loop) submitOrWait() {
 		// and hand us their output before we sleep, so it goes out in
 		// the next enter rather than after a wake-up. A parked loop does
 		// not: the yield after its reap ran them already, and its park
-		// lets anything still runnable run (a second yield cost 1–2% of
-		// the CPU per request at 10 connections and at 31,500 req/s,
-		// docs/bench/HISTORY.md, "Naps").
+		// lets anything still runnable run.
 		l.yielded = true
 		runtime.Gosched()
 		if l.pending() {

@@ -24,27 +24,23 @@ import (
 // queued, runs the completions' task work and returns with the next
 // completion. The nap keeps the loop's P (RawSyscall6): through Syscall6,
 // sysmon takes the P of a thread that stays in a system call over one of
-// its ticks and starts another thread to look for work, and on a loaded
-// server it then does so again and again (3 times the CPU per request at
-// 1,000 requests a second, with GOMAXPROCS=1). A kept P is one no other
-// goroutine can use, so a loop naps only while GOMAXPROCS leaves at least
-// one P for the rest of the program: keptPs, shared with Tuning.KeepP. With
-// GOMAXPROCS=1 a loop never naps. (Naps on the only P did cut the CPU per
-// request by 7–11% on the partial-load benchmark, but a goroutine of the
-// program waiting on Go's poller, a dial of its own for instance, then
-// waited for the nap's end: docs/bench/HISTORY.md, "Naps".)
+// its ticks and starts another thread to look for work, again and again
+// on a loaded server with GOMAXPROCS=1. A kept P is one no other goroutine
+// can use, so a loop naps only while GOMAXPROCS leaves at least one P for
+// the rest of the program: keptPs, shared with Tuning.KeepP. With
+// GOMAXPROCS=1 a loop never naps: on the only P, a goroutine of the
+// program waiting on Go's poller (a dial of its own, say) would wait for
+// the nap's end.
 //
 // A nap that saw no completion for napFor parks, and the next sleep
 // parks too unless that one ended within napFor. A loop whose connections
-// all run their users inline (poll.FD.NoBlock) does not nap: with the
-// server and its clients sharing two CPUs, naps cost such a loop 47% more
-// CPU per request at 8,500 req/s (16.7 against 24.6 µs), where they took
-// 27% off the pooled handler's (docs/bench/naps-amd-2026-11-27).
+// all run their users inline (poll.FD.NoBlock) does not nap: it has no
+// hand-off to a goroutine to save, and with the server sharing its CPUs
+// naps made such a loop dearer (docs/ARCHITECTURE.md, "Naps").
 //
-// napFor is longer than a scheduler tick (4 ms at HZ=250) on purpose:
-// the wait's timer is then never the CPU's next event, so arming and
-// cancelling it reprograms nothing. With a 200 µs or 2 ms bound each nap
-// reprogrammed the timer, 3–8 µs a request on a virtual machine.
+// napFor is longer than a scheduler tick on purpose: the wait's timer is
+// then never the CPU's next event, so arming and cancelling it reprograms
+// nothing; a shorter bound reprograms the timer at every nap.
 const napFor = 10 * time.Millisecond
 
 // mayNap reports whether the loop naps at this sleep; if so, it has taken
