@@ -114,7 +114,8 @@ func (p *parker) wake() { p.file.SetReadDeadline(aLongTimeAgo) }
 
 // park submits what is queued and sleeps in Go's poller until a
 // completion is ready, a producer wakes the loop or the next timer is due.
-// It returns how long it slept, or -1 if it found work at once.
+// It returns how long it slept, or -1 if it found work at once or the
+// loop cannot nap (mayNap), which alone asks.
 func (l *loop) park() time.Duration {
 	p := l.parker
 	if l.ring.SQReady() > 0 {
@@ -125,12 +126,17 @@ func (l *loop) park() time.Duration {
 		p.timed = true
 	}
 	l.stats.Parks.Add(1)
-	start := time.Now()
+	// Only a loop that may nap needs to know how long it slept.
+	timing := l.napping && l.blockers > 0
+	var start time.Time
+	if timing {
+		start = time.Now()
+	}
 	l.readyLooks = 0
 	err := p.rc.Read(p.ready)
-	slept := time.Since(start)
-	if l.readyLooks <= 1 {
-		slept = -1 // ready at once: it did not wait
+	slept := time.Duration(-1)
+	if timing && l.readyLooks > 1 { // 1: ready at once, it did not wait
+		slept = time.Since(start)
 	}
 	if p.timed || err != nil {
 		// A deadline, ours or a producer's, is cleared only once it was
