@@ -162,6 +162,23 @@ func (r *Ring) GetSQE() *SQE {
 	return sqe
 }
 
+// Unpublished returns the last entry GetSQE handed out, or nil if a
+// Flush has published it already (or none was handed out).
+func (r *Ring) Unpublished() *SQE {
+	if r.sqeTail == r.sqPublished {
+		return nil
+	}
+	return &r.sqes[(r.sqeTail-1)&r.sqMask]
+}
+
+// Unget takes back the entry Unpublished returns: the kernel never sees
+// it, and GetSQE hands its slot out again.
+func (r *Ring) Unget() {
+	if r.sqeTail != r.sqPublished {
+		r.sqeTail--
+	}
+}
+
 // Flush publishes the entries got since the last Flush to the kernel and
 // returns how many entries wait to be submitted.
 func (r *Ring) Flush() uint32 {
