@@ -25,6 +25,10 @@ type LoopStats struct {
 	// (the default; see docs/ARCHITECTURE.md) waited for completions in
 	// Go's poller.
 	Parks uint64
+	// SendsNow counts the sends such a loop, about to park with one send
+	// and nothing else to submit, made itself with a system call rather
+	// than through its ring (docs/ARCHITECTURE.md, "Waiting").
+	SendsNow uint64
 	// Naps counts the times such a loop, with requests coming close
 	// together, connections whose handlers or readers run on goroutines,
 	// and a Go processor to spare (GOMAXPROCS above the loops keeping
@@ -126,8 +130,8 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d sends_now=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.SendsNow, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared)
 }
@@ -160,6 +164,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
 		WaitsKeptP:     p.WaitsKeptP.Load(),
 		Parks:          p.Parks.Load(),
+		SendsNow:       p.SendsNow.Load(),
 		Naps:           p.Naps.Load(),
 		BusyPolls:      p.BusyPolls.Load(),
 		BusyPollHits:   p.BusyPollHits.Load(),

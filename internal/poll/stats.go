@@ -20,6 +20,9 @@ type Stats struct {
 	EnterWakeSQ atomic.Uint64
 	// Parks counts waits of an io_uring loop in Go's poller.
 	Parks atomic.Uint64
+	// SendsNow counts sends a parked loop made itself, as a system call,
+	// rather than through its ring, before it parked.
+	SendsNow atomic.Uint64
 	// Naps counts the waits of a parked io_uring loop in io_uring_enter
 	// on its P (uringp's nap.go).
 	Naps atomic.Uint64

@@ -119,6 +119,9 @@ func (p *parker) wake() { p.file.SetReadDeadline(aLongTimeAgo) }
 func (l *loop) park() time.Duration {
 	p := l.parker
 	if l.ring.SQReady() > 0 {
+		if l.sendNow() {
+			return -1 // work done: a turn, then maybe a park
+		}
 		l.submit(0)
 	}
 	if d, timed := l.nextTimer(); timed {
