@@ -37,7 +37,7 @@ func (e *EventFD) Signal() {
 	one := [8]byte{1}
 	e.mu.Lock()
 	if e.fd >= 0 {
-		unix.Write(e.fd, one[:])
+		RawWrite(e.fd, one[:]) // EAGAIN (the counter is full) still wakes
 	}
 	e.mu.Unlock()
 }

@@ -24,15 +24,30 @@ func closeFD(sysfd int) { unix.Close(sysfd) }
 // a loop, so the kernel never reads a Go stack.
 type Iovecs [maxIov]unix.Iovec
 
+// The calls here never sleep: the descriptors are non-blocking (sockets
+// registered with an engine, the splice pipes, eventfds) and sends add
+// MSG_DONTWAIT. So they go through RawSyscall, which does not tell the
+// scheduler: through Syscall, each call of a program that had gone idle
+// (every request of a server at partial load) woke sysmon from its sleep
+// (entersyscall does), and sysmon then looked at the Ps every 20 µs until
+// it slept again, two more system calls and three context switches a
+// request on the epoll engine. A loopback send runs the receiver's
+// network stack inline, so a large one holds the P for as long as that
+// takes, which it would spend on the CPU either way.
+
+// sendFlags: MSG_NOSIGNAL keeps SIGPIPE away from runtime threads when
+// the peer is gone; MSG_DONTWAIT keeps the call from sleeping whatever
+// the descriptor's mode.
+const sendFlags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
+
 // Sendv sends the chunks of iov (at most maxIov) with one send or sendmsg.
-// MSG_NOSIGNAL keeps SIGPIPE away from runtime threads when the peer is gone.
 // It returns errAgain as is and other errors as *os.SyscallError.
 func Sendv(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
 	for {
 		var n int
 		var err error
 		if len(iov) == 1 {
-			n, err = unix.SendmsgN(sysfd, iov[0], nil, nil, unix.MSG_NOSIGNAL)
+			n, err = send(sysfd, iov[0])
 		} else {
 			n, err = sendmsg(sysfd, iov, vecs)
 		}
@@ -55,7 +70,7 @@ func sendmsg(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
 	var msg unix.Msghdr
 	msg.Iov = &vecs[0]
 	msg.SetIovlen(cnt)
-	n, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(sysfd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL)
+	n, _, e := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(sysfd), uintptr(unsafe.Pointer(&msg)), sendFlags)
 	for i := range cnt {
 		vecs[i].Base = nil // let the payload be collected
 	}
@@ -65,15 +80,55 @@ func sendmsg(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
 	return int(n), nil
 }
 
-// Read reads from sysfd into p, retrying EINTR. It returns (0, nil) at EOF,
-// errAgain as is, and other errors as *os.SyscallError.
+// send sends p with one sendto.
+func send(sysfd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(sysfd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), sendFlags, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Read reads from sysfd, which must be non-blocking, into p, retrying
+// EINTR. It returns (0, nil) at EOF, errAgain as is, and other errors as
+// *os.SyscallError.
 func Read(sysfd int, p []byte) (int, error) {
 	for {
-		n, err := unix.Read(sysfd, p)
+		n, err := RawRead(sysfd, p)
 		if err != unix.EINTR {
 			return result("read", n, err)
 		}
 	}
+}
+
+// RawRead is one read(2) of a non-blocking descriptor, through
+// RawSyscall; the error is the bare errno.
+func RawRead(sysfd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(sysfd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// RawWrite is one write(2) to a non-blocking descriptor, through
+// RawSyscall; the error is the bare errno.
+func RawWrite(sysfd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(sysfd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// EpollWaitNow takes the ready events of epfd without waiting (epoll_pwait
+// with a zero timeout), through RawSyscall.
+func EpollWaitNow(epfd int, events []unix.EpollEvent) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(unsafe.SliceData(events))), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // result maps a non-EINTR syscall result: EAGAIN to errAgain, other errnos

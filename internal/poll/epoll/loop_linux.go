@@ -187,7 +187,7 @@ func (l *loop) wait() int {
 // were any (RawConn.Read parks the goroutine until epfd is readable if not).
 func (l *loop) pollOnce(uintptr) bool {
 	l.stats.PollWaits.Add(1)
-	n, err := unix.EpollWait(l.epfd, l.events[:], 0)
+	n, err := poll.EpollWaitNow(l.epfd, l.events[:])
 	if err != nil && err != unix.EINTR {
 		panic("ringpoll: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug of ours
 	}
@@ -223,7 +223,7 @@ func (l *loop) dispatch(n int) {
 	}
 	l.mu.Unlock()
 	if len(l.ready) < n {
-		unix.Read(l.ev.FD(), l.evbuf[:]) // reset the counter; EAGAIN is fine
+		poll.RawRead(l.ev.FD(), l.evbuf[:]) // reset the counter; EAGAIN is fine
 	}
 	for i := range l.ready {
 		r := &l.ready[i]
