@@ -29,9 +29,11 @@ func (l *loop) sendNow() bool {
 		return false
 	}
 	k, gen, slot := splitUserData(sqe.UserData)
-	if k != kindSend || int(slot) >= len(l.conns) || l.gens[slot] != gen {
+	if k != kindSend || int(slot) >= len(l.conns) || l.gens[slot] != gen || l.conns[slot] == nil {
 		return false
 	}
+	// The send holds the connection (sendBusy): its descriptor stays open
+	// until the send's result is handled.
 	fd := uintptr(l.conns[slot].fd.Sysfd)
 	var n uintptr
 	var errno syscall.Errno
