@@ -27,13 +27,13 @@ type Iovecs [maxIov]unix.Iovec
 // The calls here never sleep: the descriptors are non-blocking (sockets
 // registered with an engine, the splice pipes, eventfds) and sends add
 // MSG_DONTWAIT. So they go through RawSyscall, which does not tell the
-// scheduler: through Syscall, each call of a program that had gone idle
-// (every request of a server at partial load) woke sysmon from its sleep
-// (entersyscall does), and sysmon then looked at the Ps every 20 µs until
-// it slept again, two more system calls and three context switches a
-// request on the epoll engine. A loopback send runs the receiver's
-// network stack inline, so a large one holds the P for as long as that
-// takes, which it would spend on the CPU either way.
+// scheduler. Through Syscall, the first call of a program that had gone
+// idle (at partial load, each request's) wakes sysmon from its sleep
+// (entersyscall does), and sysmon then looks at the Ps every 20 µs until
+// it finds them idle again and sleeps: a futex wake-up, its naps and its
+// wait, for nothing. A loopback send runs the receiver's network stack
+// inline, so a large one holds the P for as long as that takes, which it
+// would spend on the CPU either way.
 
 // sendFlags: MSG_NOSIGNAL keeps SIGPIPE away from runtime threads when
 // the peer is gone; MSG_DONTWAIT keeps the call from sleeping whatever
