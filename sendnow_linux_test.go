@@ -21,12 +21,7 @@ import (
 // the rest waits for POLLOUT. Loops that keep their thread, and the epoll
 // engine, never send that way.
 func TestSendNow(t *testing.T) {
-	procs := runtime.GOMAXPROCS(1)
-	uringp.RefreshProcs()
-	defer func() {
-		runtime.GOMAXPROCS(procs)
-		uringp.RefreshProcs()
-	}()
+	tsOneP(t)
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		ln := listen(t, e, "tcp", WithLoops(1))
 		tsServeHandler(t, ln, tsEchoHandler)
@@ -76,12 +71,7 @@ func TestSendNow(t *testing.T) {
 // and then find the socket full (EAGAIN, then POLLOUT); every byte must
 // arrive, in order, on each engine.
 func TestSendNowFull(t *testing.T) {
-	procs := runtime.GOMAXPROCS(1)
-	uringp.RefreshProcs()
-	defer func() {
-		runtime.GOMAXPROCS(procs)
-		uringp.RefreshProcs()
-	}()
+	tsOneP(t)
 	reply := make([]byte, 8<<20)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range reply {
@@ -125,5 +115,16 @@ func TestSendNowFull(t *testing.T) {
 			n += s.SendsNow
 		}
 		t.Logf("%d sends made by the loop itself", n)
+	})
+}
+
+// tsOneP runs the rest of the test under GOMAXPROCS=1, where no loop
+// naps or keeps its P, and puts GOMAXPROCS back when the test ends.
+func tsOneP(t *testing.T) {
+	procs := runtime.GOMAXPROCS(1)
+	uringp.RefreshProcs()
+	t.Cleanup(func() {
+		runtime.GOMAXPROCS(procs)
+		uringp.RefreshProcs()
 	})
 }
