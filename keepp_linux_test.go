@@ -25,51 +25,31 @@ var keepPEngines = map[Engine]bool{EngineUring: true, EngineUringHybrid: true, E
 // Ps the loop left, so a loop that kept a P it should not have shows up
 // here as a hang.
 func TestLoopKeepsP(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	// The kept Ps are counted process-wide: no loop of an earlier test may
-	// linger and hold them.
-	defer engineLinger.Store(engineLinger.Swap(0))
-	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, procs := range []int{1, 2} {
-			for _, style := range []tsStyle{tsInline, tsHandler} {
-				t.Run(fmt.Sprintf("gomaxprocs=%d/%s", procs, style), func(t *testing.T) {
-					runtime.GOMAXPROCS(procs)
-					uringp.RefreshProcs()
-					ln := listen(t, e, "tcp", WithLoops(1), WithLoopKeepsP())
-					opts := []Option{}
-					if style == tsInline {
-						opts = append(opts, WithInlineHandler())
-					}
-					tsServeHandler(t, ln, tsEchoHandler, opts...)
+	tsPerProcsAndStyle(t, []Option{WithLoopKeepsP()}, func(t *testing.T, e Engine, ln *Listener, procs int, style tsStyle) {
+		tsEchoRounds(t, ln, 8, 200)
 
-					defer tsCollectAlways()()
-					tsEchoRounds(t, ln, 8, 200)
-
-					keptNow := func() (kept uint64) {
-						for _, s := range ln.Stats() {
-							kept += s.WaitsKeptP
-						}
-						return kept
-					}
-					if procs == 2 && keepPEngines[e] {
-						// The idle loop waits again every keptWaitBound,
-						// and keeps its P once no other loop holds the
-						// budget.
-						tsEventually(t, "a wait to keep its P", func() bool { return keptNow() > 0 })
-					}
-					kept := keptNow()
-					switch {
-					case procs == 1 && kept != 0:
-						t.Fatalf("GOMAXPROCS=1: %d waits kept the only P", kept)
-					case procs == 2 && keepPEngines[e] && kept == 0:
-						t.Fatalf("GOMAXPROCS=2: no wait kept its P")
-					case !keepPEngines[e] && kept != 0:
-						t.Fatalf("%v ignores WithLoopKeepsP, yet %d waits kept their P", e, kept)
-					}
-					t.Logf("%d waits kept their P", kept)
-				})
+		keptNow := func() (kept uint64) {
+			for _, s := range ln.Stats() {
+				kept += s.WaitsKeptP
 			}
+			return kept
 		}
+		if procs == 2 && keepPEngines[e] {
+			// The idle loop waits again every keptWaitBound,
+			// and keeps its P once no other loop holds the
+			// budget.
+			tsEventually(t, "a wait to keep its P", func() bool { return keptNow() > 0 })
+		}
+		kept := keptNow()
+		switch {
+		case procs == 1 && kept != 0:
+			t.Fatalf("GOMAXPROCS=1: %d waits kept the only P", kept)
+		case procs == 2 && keepPEngines[e] && kept == 0:
+			t.Fatalf("GOMAXPROCS=2: no wait kept its P")
+		case !keepPEngines[e] && kept != 0:
+			t.Fatalf("%v ignores WithLoopKeepsP, yet %d waits kept their P", e, kept)
+		}
+		t.Logf("%d waits kept their P", kept)
 	})
 }
 
@@ -118,6 +98,35 @@ func TestLoopKeepsPWithoutPreemptSignalsChild(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	waits := ln.Stats()[0].EnterWait - before
 	t.Logf("idle kept-P loop: %.0f wake-ups per second", float64(waits)/time.Since(start).Seconds())
+}
+
+// tsPerProcsAndStyle runs f for each engine, under GOMAXPROCS 1 and 2,
+// with inline and with goroutine handlers, on an echo server of one loop
+// (listened with opts) that garbage collections, one after the other,
+// keep stopping. Kept Ps and naps draw on a process-wide budget, so no
+// loop of an earlier test may linger and hold it; GOMAXPROCS is put back
+// at the end.
+func tsPerProcsAndStyle(t *testing.T, opts []Option, f func(t *testing.T, e Engine, ln *Listener, procs int, style tsStyle)) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer engineLinger.Store(engineLinger.Swap(0))
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, procs := range []int{1, 2} {
+			for _, style := range []tsStyle{tsInline, tsHandler} {
+				t.Run(fmt.Sprintf("gomaxprocs=%d/%s", procs, style), func(t *testing.T) {
+					runtime.GOMAXPROCS(procs)
+					uringp.RefreshProcs()
+					ln := listen(t, e, "tcp", append([]Option{WithLoops(1)}, opts...)...)
+					var serve []Option
+					if style == tsInline {
+						serve = append(serve, WithInlineHandler())
+					}
+					tsServeHandler(t, ln, tsEchoHandler, serve...)
+					defer tsCollectAlways()()
+					f(t, e, ln, procs, style)
+				})
+			}
+		}
+	})
 }
 
 // tsCollectAlways runs garbage collections back to back, each stopping

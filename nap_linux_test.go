@@ -1,12 +1,6 @@
 package ringpoll
 
-import (
-	"fmt"
-	"runtime"
-	"testing"
-
-	"github.com/ringpoll/ringpoll/internal/poll/uringp"
-)
+import "testing"
 
 // TestLoopNaps serves echo exchanges with the default options while
 // garbage collections stop the world again and again, in the inline and
@@ -19,65 +13,42 @@ import (
 // clients are goroutines of this process, and a collection must stop a
 // napping loop: either failing shows up as a hang.
 func TestLoopNaps(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	// Naps take their P from the process-wide budget: no loop of an
-	// earlier test may linger and hold it.
-	defer engineLinger.Store(engineLinger.Swap(0))
-	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, procs := range []int{1, 2} {
-			for _, style := range []tsStyle{tsInline, tsHandler} {
-				t.Run(fmt.Sprintf("gomaxprocs=%d/%s", procs, style), func(t *testing.T) {
-					runtime.GOMAXPROCS(procs)
-					uringp.RefreshProcs()
-					ln := listen(t, e, "tcp", WithLoops(1))
-					opts := []Option{}
-					if style == tsInline {
-						opts = append(opts, WithInlineHandler())
-					}
-					tsServeHandler(t, ln, tsEchoHandler, opts...)
-
-					// Collections one after the other stop the world
-					// while the loop may nap on its P.
-					defer tsCollectAlways()()
-
-					naps := func() (n uint64) {
-						for _, s := range ln.Stats() {
-							n += s.Naps
-						}
-						return n
-					}
-					exchange := func() { tsEchoRounds(t, ln, 4, 200) }
-					exchange()
-					// Loops that keep their thread (every one under
-					// RINGPOLL_TEST_KEEP_P=1) do not park, so they do not
-					// nap either.
-					parked := keepPEngines[e] && !keepPByDefault
-					// Inline handlers run in the loop: nothing of the
-					// loop's waits on a goroutine, and such a loop
-					// never naps.
-					napper := parked && style == tsHandler
-					if procs == 2 && napper {
-						// A loop naps once a sleep of its ended within
-						// 10 ms: on a machine slow enough that none did,
-						// more exchanges give it the chance.
-						tsEventually(t, "the loop to nap", func() bool {
-							if naps() > 0 {
-								return true
-							}
-							exchange()
-							return false
-						})
-					}
-					n := naps()
-					switch {
-					case procs == 1 && n != 0:
-						t.Fatalf("GOMAXPROCS=1: the loop napped %d times on the only P", n)
-					case !napper && n != 0:
-						t.Fatalf("%v, %s handler: the loop napped %d times; only a parked loop with pooled handlers naps", e, style, n)
-					}
-					t.Logf("%d naps", n)
-				})
+	tsPerProcsAndStyle(t, nil, func(t *testing.T, e Engine, ln *Listener, procs int, style tsStyle) {
+		naps := func() (n uint64) {
+			for _, s := range ln.Stats() {
+				n += s.Naps
 			}
+			return n
 		}
+		exchange := func() { tsEchoRounds(t, ln, 4, 200) }
+		exchange()
+		// Loops that keep their thread (every one under
+		// RINGPOLL_TEST_KEEP_P=1) do not park, so they do not
+		// nap either.
+		parked := keepPEngines[e] && !keepPByDefault
+		// Inline handlers run in the loop: nothing of the
+		// loop's waits on a goroutine, and such a loop
+		// never naps.
+		napper := parked && style == tsHandler
+		if procs == 2 && napper {
+			// A loop naps once a sleep of its ended within
+			// 10 ms: on a machine slow enough that none did,
+			// more exchanges give it the chance.
+			tsEventually(t, "the loop to nap", func() bool {
+				if naps() > 0 {
+					return true
+				}
+				exchange()
+				return false
+			})
+		}
+		n := naps()
+		switch {
+		case procs == 1 && n != 0:
+			t.Fatalf("GOMAXPROCS=1: the loop napped %d times on the only P", n)
+		case !napper && n != 0:
+			t.Fatalf("%v, %s handler: the loop napped %d times; only a parked loop with pooled handlers naps", e, style, n)
+		}
+		t.Logf("%d naps", n)
 	})
 }
