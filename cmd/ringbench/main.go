@@ -15,7 +15,7 @@
 // requests per CPU-second over each peer's, and writes JSON lines, a
 // markdown report and SVG charts.
 //
-//	go run ./cmd/ringbench            # the default matrix, about 4 minutes
+//	go run ./cmd/ringbench            # the default matrix, about 5 minutes
 //	go run ./cmd/ringbench -full      # the seeds' whole sweep (much longer)
 //
 // It builds what it needs from the checkout it runs in: cmd/ringecho and

@@ -35,11 +35,17 @@ type server struct {
 	// busyPoll: one named ENGINE-busypoll gets -busy-poll 50µs
 	// (ringpoll.WithBusyPoll): an idle loop polls 50µs before it sleeps.
 	busyPoll bool
+	// twin: one named ENGINE-twin runs the very command ENGINE runs. The
+	// default server paired with its twin shows how far two identical
+	// servers drift apart in one run: the noise a ratio to a peer must
+	// clear before it means anything.
+	twin bool
 }
 
 // servers are every server ringbench knows, in report order.
 var servers = []server{
 	{name: "uring", kind: "ringpoll"},
+	{name: "uring-twin", kind: "ringpoll", twin: true},
 	{name: "uring-inline", kind: "ringpoll", inline: true},
 	{name: "uring-inline-keep", kind: "ringpoll", inline: true, keepP: true},
 	{name: "uring-pinned", kind: "ringpoll", pinned: true},
@@ -65,11 +71,11 @@ func lookupServer(name string) (server, bool) {
 	return server{}, false
 }
 
-// The matrices. The default one finishes in about 4 minutes on 2 cores;
+// The matrices. The default one finishes in about 5 minutes on 2 cores;
 // -full runs the seeds' whole sweep. "uring" is what a Server on the
 // default engine runs where io_uring works.
 const (
-	defaultServers = "uring,uring-inline,epoll,std,netpoll,gnet,c-liburing"
+	defaultServers = "uring,uring-twin,uring-inline,epoll,std,netpoll,gnet,c-liburing"
 	defaultConns   = "10,100,1000"
 	defaultLoads   = "echo:1024:pp:max,echo:1024:pp:40000"
 

@@ -219,8 +219,12 @@ func writeTable(w io.Writer, sums []benchfmt.Summary) {
 }
 
 // defaultServer is the server a ringpoll Server runs with no options where
-// io_uring works.
-const defaultServer = "uring"
+// io_uring works; twinServer runs it again, so that a run shows how far
+// two identical servers come apart in it.
+const (
+	defaultServer = "uring"
+	twinServer    = defaultServer + "-twin"
+)
 
 // writeVerdict prints, by connections, the default server's requests per
 // server CPU-second over each peer's (above 1: the default is ahead), and
@@ -252,6 +256,10 @@ func writeVerdict(w io.Writer, g []benchfmt.Summary) {
 		verdict := "behind a Go peer"
 		if ahead {
 			verdict = "ahead of every Go peer"
+		}
+		if ts, ok := find(g, twinServer, s.Conns); ok {
+			// The noise yardstick: the same server again, in the same run.
+			verdict += fmt.Sprintf("; %s, the same server again, %s", twinServer, ratio(s.ReqPerCPUs, ts.ReqPerCPUs))
 		}
 		lines = append(lines, fmt.Sprintf("   %4d conns: %s (%s)", s.Conns, strings.Join(parts, ", "), verdict))
 	}

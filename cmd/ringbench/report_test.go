@@ -229,3 +229,35 @@ func TestPairedRatios(t *testing.T) {
 		t.Errorf("bootstrap interval %v-%v, want it within 0.8-1.2 and holding 1.1", lo, hi)
 	}
 }
+
+// TestVerdictTwin: the verdict line gives the default server over each
+// peer and, when the run had one, over its twin, the yardstick for the
+// run's noise; the twin is not a peer, so it does not decide the verdict.
+func TestVerdictTwin(t *testing.T) {
+	var runs []benchfmt.Run
+	for rep := 1; rep <= 3; rep++ {
+		runs = append(runs,
+			fakeRun("uring", 100, 0, rep, 110000, 7, 0.5, 230),
+			fakeRun("uring-twin", 100, 0, rep, 110000, 7.7, 0.5, 230),
+			fakeRun("gnet", 100, 0, rep, 100000, 7.35, 2.4, 240),
+		)
+	}
+	var b bytes.Buffer
+	writeVerdict(&b, summarize(runs, []string{"uring", "uring-twin", "gnet"}))
+	want := "    100 conns: 1.05 gnet (ahead of every Go peer; uring-twin, the same server again, 1.10)"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("verdict:\n%s\nwant a line %q", b.String(), want)
+	}
+	// Without a twin the line says nothing of one.
+	b.Reset()
+	var noTwin []benchfmt.Run
+	for _, r := range runs {
+		if r.Server != "uring-twin" {
+			noTwin = append(noTwin, r)
+		}
+	}
+	writeVerdict(&b, summarize(noTwin, []string{"uring", "gnet"}))
+	if strings.Contains(b.String(), "twin") || !strings.Contains(b.String(), "1.05 gnet (ahead of every Go peer)") {
+		t.Errorf("verdict without a twin:\n%s", b.String())
+	}
+}

@@ -59,7 +59,10 @@ type runner struct {
 func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []string {
 	switch srv.kind {
 	case "ringpoll":
-		engine, api := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(srv.name, "-pinned"), "-batch"), "-busypoll"), "handler"
+		engine, api := srv.name, "handler"
+		for _, variant := range []string{"-pinned", "-batch", "-busypoll", "-twin"} {
+			engine = strings.TrimSuffix(engine, variant)
+		}
 		if srv.inline {
 			engine, api = strings.TrimSuffix(strings.TrimSuffix(srv.name, "-keep"), "-inline"), "inline"
 		}

@@ -35,6 +35,15 @@ func TestServerArgv(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
 	}
+	// The twin runs the very command the default server runs.
+	def, _ := lookupServer("uring")
+	twin, ok := lookupServer("uring-twin")
+	if !ok {
+		t.Fatal("no server uring-twin")
+	}
+	if got, want := r.serverArgv(twin, "echo", "A", "/s.json"), r.serverArgv(def, "echo", "A", "/s.json"); !slices.Equal(got, want) {
+		t.Errorf("uring-twin:\n got %q\nwant %q (uring's)", got, want)
+	}
 	// The C server takes the port alone.
 	srv, _ := lookupServer("c-liburing")
 	if got, want := r.serverArgv(srv, "echo", "127.0.0.1:7001", "/s.json"), []string{"/b/uring_echo", "7001"}; !slices.Equal(got, want) {
