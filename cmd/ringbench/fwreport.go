@@ -141,8 +141,8 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 	if s.Server == sc.ref {
 		vs, paired = "1", "1"
 	} else if rs := pairedBy(runs, s.Cell, sc.ref, key); len(rs) > 0 {
-		lo, hi := bootstrap(rs)
-		paired = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs))
+		lo, hi := benchfmt.Bootstrap(rs)
+		paired = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs))
 	}
 	row = append(row, vs, paired)
 	if sc.file {
@@ -159,8 +159,8 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 		if s.Server == sc.ref {
 			pairedAll = "1"
 		} else if rs := pairedBy(runs, s.Cell, sc.ref, "bytes_per_all_cpus_busy_s"); len(rs) > 0 {
-			lo, hi := bootstrap(rs)
-			pairedAll = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs))
+			lo, hi := benchfmt.Bootstrap(rs)
+			pairedAll = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs))
 		}
 		row = append(row, mib("bytes_per_server_cpus_busy_s"), mib("bytes_per_all_cpus_busy_s"), pairedAll)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 	"github.com/ringpoll/ringpoll/internal/kvproto"
 )
 
@@ -373,7 +374,7 @@ func kvMedian(rs []kvRun, get func(kvRun) float64) float64 {
 		xs[i] = get(r)
 	}
 	slices.Sort(xs)
-	return median(xs)
+	return benchfmt.Median(xs)
 }
 
 // kvStat prints the median of get over rs, with the range when there are
@@ -387,5 +388,5 @@ func kvStat(rs []kvRun, get func(kvRun) float64, prec int) string {
 	if len(xs) == 1 {
 		return strconv.FormatFloat(xs[0], 'f', prec, 64)
 	}
-	return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, xs[0], prec, xs[len(xs)-1])
+	return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, benchfmt.Median(xs), prec, xs[0], prec, xs[len(xs)-1])
 }

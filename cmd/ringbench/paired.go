@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +21,6 @@ import (
 // default server against each peer, by load and connections, it reports
 // the median of the per-repeat ratios of requests per server CPU-second
 // and a 95% bootstrap interval of that median.
-
-// bootstrapRounds is how many resamples make an interval; the generator is
-// seeded, so a report is the same each time it is written from the same
-// runs.
-const bootstrapRounds = 2000
 
 // pairedRatios returns, for each repeat that ran both, a's requests per
 // server CPU-second over b's in cell c (server names aside).
@@ -66,35 +60,6 @@ func ratios(perRepeat map[int][2]float64) []float64 {
 	return rs
 }
 
-// median returns the median of xs, in any order (it sorts a copy unless
-// they are sorted already).
-func median(xs []float64) float64 {
-	if !slices.IsSorted(xs) {
-		xs = slices.Sorted(slices.Values(xs))
-	}
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
-}
-
-// bootstrap returns a 95% percentile interval of the median of xs.
-func bootstrap(xs []float64) (lo, hi float64) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	meds := make([]float64, bootstrapRounds)
-	sample := make([]float64, len(xs))
-	for i := range meds {
-		for j := range sample {
-			sample[j] = xs[rng.IntN(len(xs))]
-		}
-		slices.Sort(sample)
-		meds[i] = median(sample)
-	}
-	slices.Sort(meds)
-	return meds[bootstrapRounds*25/1000], meds[bootstrapRounds*975/1000-1]
-}
-
 // writePaired writes the paired comparison of the default server with
 // every other server in each group of sums.
 func writePaired(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary) {
@@ -124,8 +89,8 @@ func writePaired(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary) {
 				cells = append(cells, "-")
 				continue
 			}
-			lo, hi := bootstrap(rs)
-			cells = append(cells, fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", median(rs), lo, hi, len(rs)))
+			lo, hi := benchfmt.Bootstrap(rs)
+			cells = append(cells, fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs)))
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}

@@ -214,17 +214,17 @@ func TestPairedRatios(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("paired ratios %v, want %v", got, want)
 	}
-	if m := median(got); m != 1.1 {
+	if m := benchfmt.Median(got); m != 1.1 {
 		t.Errorf("median %v, want 1.1", m)
 	}
 	// In any order, as udp.go's and fwreport.go's callers pass them.
 	for _, xs := range [][]float64{{1.2, 0.8, 1.1}, {5, 1, 4, 2}} {
 		want := map[int]float64{3: 1.1, 4: 3}[len(xs)]
-		if m := median(xs); m != want {
-			t.Errorf("median(%v) = %v, want %v", xs, m, want)
+		if m := benchfmt.Median(xs); m != want {
+			t.Errorf("benchfmt.Median(%v) = %v, want %v", xs, m, want)
 		}
 	}
-	lo, hi := bootstrap(got)
+	lo, hi := benchfmt.Bootstrap(got)
 	if lo > 1.1 || hi < 1.1 || lo < 0.8 || hi > 1.2 {
 		t.Errorf("bootstrap interval %v-%v, want it within 0.8-1.2 and holding 1.1", lo, hi)
 	}

@@ -607,7 +607,7 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 			}
 			f := func(rs []udpRun, get func(udpRun) float64, prec int) string {
 				xs := valuesOf(rs, get)
-				return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
+				return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, benchfmt.Median(xs), prec, slices.Min(xs), prec, slices.Max(xs))
 			}
 			key := func(r udpRun) float64 { return r.PerCPU }
 			if cfg.rr {
@@ -668,7 +668,7 @@ func udpSplit(rs []udpRun, scale float64, per func(udpRun) float64) string {
 	if scale > 1e6 {
 		prec = 0
 	}
-	return fmt.Sprintf("%.*f / %.*f", prec, median(us), prec, median(ks))
+	return fmt.Sprintf("%.*f / %.*f", prec, benchfmt.Median(us), prec, benchfmt.Median(ks))
 }
 
 // writeUDPOutputs writes the report (to cfg.stdout and name.md in cfg.out)
@@ -734,8 +734,8 @@ func writeUDPPaired(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate fl
 				continue
 			}
 			found = true
-			lo, hi := bootstrap(rs)
-			row += fmt.Sprintf(" | %.3f (%.3f-%.3f, n=%d)", median(rs), lo, hi, len(rs))
+			lo, hi := benchfmt.Bootstrap(rs)
+			row += fmt.Sprintf(" | %.3f (%.3f-%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs))
 		}
 		if found {
 			rows = append(rows, row+" |")
@@ -795,7 +795,7 @@ func medianOf(rs []udpRun, get func(udpRun) float64) float64 {
 	if len(rs) == 0 {
 		return 0
 	}
-	return median(valuesOf(rs, get))
+	return benchfmt.Median(valuesOf(rs, get))
 }
 
 // writeUDPChart draws, as SVG, one bar per server: the median of the
@@ -823,7 +823,7 @@ func writeUDPChart(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate flo
 		if len(xs) == 0 {
 			continue
 		}
-		b := bar{srv, median(xs), slices.Min(xs), slices.Max(xs)}
+		b := bar{srv, benchfmt.Median(xs), slices.Min(xs), slices.Max(xs)}
 		bars = append(bars, b)
 		top = max(top, b.hi)
 	}

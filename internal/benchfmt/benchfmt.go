@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 )
@@ -189,4 +190,45 @@ func ReadLoopTotals(path string) (LoopTotals, error) {
 		return t, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// BootstrapRounds is how many resamples make a Bootstrap interval; the
+// generator is seeded, so a report is the same each time it is written
+// from the same runs.
+const BootstrapRounds = 2000
+
+// Median returns the median of xs, in any order (it sorts a copy unless
+// they are sorted already). It is 0 for no xs.
+func Median(xs []float64) float64 {
+	if !slices.IsSorted(xs) {
+		xs = slices.Sorted(slices.Values(xs))
+	}
+	n := len(xs)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// Bootstrap returns a 95% percentile interval of the median of xs. It is
+// 0, 0 for no xs.
+func Bootstrap(xs []float64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	meds := make([]float64, BootstrapRounds)
+	sample := make([]float64, len(xs))
+	for i := range meds {
+		for j := range sample {
+			sample[j] = xs[rng.IntN(len(xs))]
+		}
+		slices.Sort(sample)
+		meds[i] = Median(sample)
+	}
+	slices.Sort(meds)
+	return meds[BootstrapRounds*25/1000], meds[BootstrapRounds*975/1000-1]
 }

@@ -62,3 +62,25 @@ func TestLoopTotals(t *testing.T) {
 		t.Errorf("a torn file: %v, want an error naming it", err)
 	}
 }
+
+func TestMedianBootstrap(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := Median(tc.xs); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+	xs := []float64{0.9, 1.0, 1.1, 1.05, 0.95, 1.2, 0.8}
+	lo, hi := Bootstrap(xs)
+	if m := Median(xs); lo > m || hi < m || lo < 0.8 || hi > 1.2 {
+		t.Errorf("Bootstrap(%v) = %v-%v: want an interval within the data holding the median %v", xs, lo, hi, m)
+	}
+	if lo2, hi2 := Bootstrap(xs); lo2 != lo || hi2 != hi {
+		t.Errorf("Bootstrap is not repeatable: %v-%v, then %v-%v", lo, hi, lo2, hi2)
+	}
+	if lo, hi := Bootstrap(nil); lo != 0 || hi != 0 {
+		t.Errorf("Bootstrap(nil) = %v, %v", lo, hi)
+	}
+}
