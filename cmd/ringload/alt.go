@@ -1,0 +1,349 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
+)
+
+// Alternating mode (-alt-addr): two servers, each with its own crowd of
+// ping-pong connections, loaded in turns of -alt-period, one turn each per
+// pair, in the order A B, B A, A B, ... Only one crowd runs at a time; the
+// other's connections wait, idle, for their turn. Each turn's requests and
+// the server's CPU time over the turn (its threads' schedstat) give that
+// server's requests per CPU-second in the turn, and each pair of turns one
+// ratio, A over B. A machine whose pace changes from one second to the
+// next (these 2-vCPU guests have regimes that last seconds) then moves
+// both servers of a pair alike, where runs one after the other, seconds
+// apart, each catch a different pace.
+
+// altConfig is what -alt-addr runs.
+type altConfig struct {
+	addrs  [2]string
+	pids   [2]int
+	conns  int
+	size   int
+	period time.Duration // one turn
+	warmup time.Duration // each server, once, before the first pair
+	pairs  int
+}
+
+// altSide is one server and its connections.
+type altSide struct {
+	addr  string
+	pid   int
+	conns []net.Conn
+
+	// active is set while the side's turn runs; a connection that finds
+	// it unset waits on turnCond, counted in idle, until the turn comes,
+	// and the last of them to stop wakes the turn (idleCond).
+	active   atomic.Bool
+	mu       sync.Mutex
+	turnCond *sync.Cond
+	idleCond *sync.Cond
+	idle     int  // connections waiting for their turn, or gone
+	failed   int  // connections gone for good
+	stopped  bool // the run is over: waiting connections return
+	// served is set by the first request a turn completes, and then
+	// first is closed: a turn lasts until then, however slowly the
+	// connections get going. dead is closed once every connection failed.
+	served atomic.Bool
+	first  chan struct{}
+	dead   chan struct{}
+
+	reqs       atomic.Uint64
+	verifyErrs atomic.Uint64
+	firstErr   atomic.Pointer[string]
+}
+
+// altResult is what -alt-addr reports.
+type altResult struct {
+	Addrs        [2]string  `json:"addrs"`
+	PIDs         [2]int     `json:"server_pids"`
+	Conns        int        `json:"conns"`
+	Size         int        `json:"size"`
+	PeriodS      float64    `json:"period_s"`
+	Pairs        int        `json:"pairs"`
+	Requests     [2]uint64  `json:"requests"`
+	ServerCPUNS  [2]int64   `json:"server_cpu_ns"`
+	CPUusPerReq  [2]float64 `json:"server_cpu_us_per_req"`
+	Ratios       []float64  `json:"ratios"`        // per pair: A's requests per CPU-second over B's
+	RatioMedian  float64    `json:"ratio_median"`  // of Ratios
+	RatioLo      float64    `json:"ratio_lo"`      // 95% bootstrap interval of the median
+	RatioHi      float64    `json:"ratio_hi"`      //
+	VerifyErrors uint64     `json:"verify_errors"` // both sides
+	FirstError   string     `json:"first_error,omitempty"`
+}
+
+// checkAlt says what is wrong with an -alt-addr run's flags.
+func checkAlt(c altConfig, proto string, depth int, rate float64) error {
+	switch {
+	case proto != "echo" || depth != 1 || rate != 0:
+		return fmt.Errorf("-alt-addr: only -proto echo ping-pong (-depth 1) as fast as replies come (-rate 0); got -proto %s -depth %d -rate %v", proto, depth, rate)
+	case c.addrs[1] == "" || c.addrs[0] == c.addrs[1]:
+		return fmt.Errorf("-alt-addr %q: want a second server, not -addr %q again", c.addrs[1], c.addrs[0])
+	case c.pids[0] <= 0 || c.pids[1] <= 0:
+		return fmt.Errorf("-alt-addr: both servers' processes are measured: give -server-pid and -alt-pid (got %d and %d)", c.pids[0], c.pids[1])
+	case c.conns < 1 || c.size < headerLen:
+		return fmt.Errorf("-alt-addr: -conns %d, -size %d: want at least 1 connection and %d bytes", c.conns, c.size, headerLen)
+	case c.period <= 0 || c.pairs < 2:
+		return fmt.Errorf("-alt-addr: -alt-period %v gives %d pairs of turns in -duration: want a period above 0 and at least 2 pairs", c.period, c.pairs)
+	}
+	return nil
+}
+
+// altLoad runs an -alt-addr measurement.
+func altLoad(ctx context.Context, c altConfig) (*altResult, error) {
+	var sides [2]*altSide
+	for i := range sides {
+		s := &altSide{addr: c.addrs[i], pid: c.pids[i]}
+		s.turnCond, s.idleCond = sync.NewCond(&s.mu), sync.NewCond(&s.mu)
+		s.dead = make(chan struct{})
+		d := net.Dialer{Timeout: 5 * time.Second}
+		for range c.conns {
+			conn, err := d.DialContext(ctx, "tcp", s.addr)
+			if err != nil {
+				for _, s := range sides[:i+1] {
+					if s != nil {
+						s.closeAll()
+					}
+				}
+				return nil, fmt.Errorf("dial %s: %w", s.addr, err)
+			}
+			s.conns = append(s.conns, conn)
+		}
+		sides[i] = s
+	}
+	total := c.warmup*2 + time.Duration(2*c.pairs)*c.period
+	hard := time.Now().Add(total + 10*time.Second)
+	var wg sync.WaitGroup
+	for _, s := range sides {
+		for id, conn := range s.conns {
+			conn.SetDeadline(hard) // no connection outlives the run
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.run(conn, uint64(id), c.size)
+			}()
+		}
+	}
+	defer func() {
+		for _, s := range sides {
+			s.stop()
+			s.closeAll()
+		}
+		wg.Wait()
+	}()
+	res := &altResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, PeriodS: c.period.Seconds()}
+	for _, s := range sides {
+		if _, _, err := s.turn(ctx, c.warmup); err != nil {
+			return nil, err
+		}
+	}
+	for p := range c.pairs {
+		order := [2]int{0, 1}
+		if p%2 == 1 {
+			order = [2]int{1, 0}
+		}
+		var perCPUs [2]float64
+		for _, i := range order {
+			n, cpu, err := sides[i].turn(ctx, c.period)
+			if err != nil {
+				return nil, err
+			}
+			res.Requests[i] += n
+			res.ServerCPUNS[i] += cpu
+			if n == 0 || cpu <= 0 {
+				return nil, fmt.Errorf("%s: %d requests for %d ns of server CPU in a turn of %v (first error: %s)", sides[i].addr, n, cpu, c.period, orNone(sides[i].firstError()))
+			}
+			perCPUs[i] = float64(n) / float64(cpu)
+		}
+		res.Ratios = append(res.Ratios, perCPUs[0]/perCPUs[1])
+	}
+	res.Pairs = len(res.Ratios)
+	res.RatioMedian = benchfmt.Median(res.Ratios)
+	res.RatioLo, res.RatioHi = benchfmt.Bootstrap(res.Ratios)
+	for i, s := range sides {
+		res.CPUusPerReq[i] = float64(res.ServerCPUNS[i]) / 1e3 / float64(res.Requests[i])
+		res.VerifyErrors += s.verifyErrs.Load()
+		if e := s.firstError(); e != "" && res.FirstError == "" {
+			res.FirstError = e
+		}
+	}
+	return res, nil
+}
+
+// turn runs the side's connections for d and returns the requests they
+// completed and the server's CPU time from the start of the turn until
+// every connection stopped.
+func (s *altSide) turn(ctx context.Context, d time.Duration) (n uint64, cpuNS int64, err error) {
+	before, err := sampleProc(s.pid)
+	if err != nil {
+		return 0, 0, fmt.Errorf("server %d (%s): %w", s.pid, s.addr, err)
+	}
+	n0 := s.reqs.Load()
+	s.mu.Lock()
+	s.first = make(chan struct{})
+	s.served.Store(false)
+	s.active.Store(true)
+	s.turnCond.Broadcast()
+	s.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+		// At least one request, or every connection gone.
+		select {
+		case <-s.first:
+		case <-s.dead:
+		case <-ctx.Done():
+		}
+	case <-ctx.Done():
+		t.Stop()
+	}
+	s.active.Store(false)
+	s.mu.Lock()
+	for s.idle < len(s.conns) {
+		s.idleCond.Wait()
+	}
+	s.mu.Unlock()
+	after, err := sampleProc(s.pid)
+	if err != nil {
+		return 0, 0, fmt.Errorf("server %d (%s): %w", s.pid, s.addr, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	cpuNS, _, _ = after.since(before)
+	return s.reqs.Load() - n0, cpuNS, nil
+}
+
+// run is one connection: ping-pong during the side's turns, each echo
+// checked, until the run stops or the connection fails.
+func (s *altSide) run(conn net.Conn, id uint64, size int) {
+	wbuf, rbuf := make([]byte, size), make([]byte, size)
+	binary.LittleEndian.PutUint64(wbuf[0:8], id)
+	for i := headerLen; i < size; i++ {
+		wbuf[i] = byte(id*131 + uint64(i)*7 + 1)
+	}
+	for seq := uint64(0); ; seq++ {
+		if !s.active.Load() && !s.wait() {
+			return
+		}
+		binary.LittleEndian.PutUint64(wbuf[8:16], seq)
+		if _, err := conn.Write(wbuf); err != nil {
+			s.fail(err)
+			return
+		}
+		if _, err := io.ReadFull(conn, rbuf); err != nil {
+			s.fail(err)
+			return
+		}
+		if !bytes.Equal(wbuf, rbuf) && s.verifyErrs.Add(1) == 1 {
+			s.note(fmt.Errorf("conn %d: echo %d differs from the request", id, seq))
+		}
+		s.reqs.Add(1)
+		if !s.served.Load() {
+			s.firstServed()
+		}
+	}
+}
+
+// firstServed closes the turn's first, once.
+func (s *altSide) firstServed() {
+	s.mu.Lock()
+	if !s.served.Load() {
+		s.served.Store(true)
+		close(s.first)
+	}
+	s.mu.Unlock()
+}
+
+// wait blocks until the side's next turn; false: the run is over.
+func (s *altSide) wait() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping()
+	for !s.active.Load() && !s.stopped {
+		s.turnCond.Wait()
+	}
+	s.idle--
+	return !s.stopped
+}
+
+// fail notes a connection's error, unless the run stopped, and counts the
+// connection as idle for good, so that turns do not wait for it.
+func (s *altSide) fail(err error) {
+	s.mu.Lock()
+	if !s.stopped {
+		s.note(err)
+	}
+	s.stopping()
+	s.failed++
+	if s.failed == len(s.conns) {
+		close(s.dead)
+	}
+	s.mu.Unlock()
+}
+
+// stopping, with mu held, counts a connection that stopped for the turn
+// (or for good) and wakes the turn once none runs.
+func (s *altSide) stopping() {
+	s.idle++
+	if s.idle == len(s.conns) {
+		s.idleCond.Signal()
+	}
+}
+
+func (s *altSide) note(err error) {
+	msg := fmt.Sprintf("%s: %v", s.addr, err)
+	s.firstErr.CompareAndSwap(nil, &msg)
+}
+
+func (s *altSide) firstError() string {
+	if p := s.firstErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// stop ends the run: waiting connections return.
+func (s *altSide) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.turnCond.Broadcast()
+	s.mu.Unlock()
+}
+
+func (s *altSide) closeAll() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// write prints r as text, or as one JSON object.
+func (r *altResult) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(r)
+	}
+	fmt.Fprintf(w, "ringload -alt: %d conns each, %d B echo, %d pairs of %v turns (A B, then B A, ...)\n", r.Conns, r.Size, r.Pairs, time.Duration(r.PeriodS*float64(time.Second)))
+	for i, name := range []string{"A", "B"} {
+		fmt.Fprintf(w, "%s %-21s pid %-7d %10d requests  %.3f µs server CPU per request\n", name, r.Addrs[i], r.PIDs[i], r.Requests[i], r.CPUusPerReq[i])
+	}
+	fmt.Fprintf(w, "A's requests per server CPU-second over B's: median %.3f of %d pairs, 95%% interval %.3f-%.3f\n", r.RatioMedian, r.Pairs, r.RatioLo, r.RatioHi)
+	fmt.Fprintf(w, "verify errors %d\n", r.VerifyErrors)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// altTestConfig loads a and b, both measured as this process (whose CPU
+// includes the clients': enough to check the bookkeeping).
+func altTestConfig(a, b string) altConfig {
+	pid := os.Getpid()
+	return altConfig{addrs: [2]string{a, b}, pids: [2]int{pid, pid}, conns: 4, size: 256, period: 20 * time.Millisecond, warmup: 10 * time.Millisecond, pairs: 4}
+}
+
+// TestAltLoad: both servers get their turns, every pair gives a ratio,
+// and every echo is checked.
+func TestAltLoad(t *testing.T) {
+	res, err := altLoad(context.Background(), altTestConfig(startStd(t, "echo"), startStd(t, "echo")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pairs != 4 || len(res.Ratios) != 4 {
+		t.Fatalf("%d pairs, %d ratios: want 4", res.Pairs, len(res.Ratios))
+	}
+	for i := range 2 {
+		if res.Requests[i] == 0 || res.ServerCPUNS[i] <= 0 || res.CPUusPerReq[i] <= 0 {
+			t.Errorf("side %d: %d requests, %d ns, %v µs a request", i, res.Requests[i], res.ServerCPUNS[i], res.CPUusPerReq[i])
+		}
+	}
+	for _, r := range res.Ratios {
+		if r <= 0 {
+			t.Errorf("ratio %v", r)
+		}
+	}
+	if res.RatioLo > res.RatioMedian || res.RatioHi < res.RatioMedian {
+		t.Errorf("median %v outside its interval %v-%v", res.RatioMedian, res.RatioLo, res.RatioHi)
+	}
+	if res.VerifyErrors != 0 || res.FirstError != "" {
+		t.Errorf("%d verify errors, first error %q", res.VerifyErrors, res.FirstError)
+	}
+	var out bytes.Buffer
+	if err := res.write(&out, false); err != nil || !strings.Contains(out.String(), "of 4 pairs") {
+		t.Errorf("text report (%v):\n%s", err, out.String())
+	}
+}
+
+// TestAltDetectsCorruption: a server that flips a byte is caught on its
+// side.
+func TestAltDetectsCorruption(t *testing.T) {
+	good, bad := startStd(t, "echo"), startEcho(t, echoCorrupt, 0)
+	res, err := altLoad(context.Background(), altTestConfig(good, bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VerifyErrors == 0 || !strings.Contains(res.FirstError, bad) {
+		t.Fatalf("%d verify errors, first %q: want the corrupting server %s named", res.VerifyErrors, res.FirstError, bad)
+	}
+}
+
+// TestAltServerHangsUp: a server that drops its connections ends the run
+// with an error naming it, instead of waiting for turns that cannot come.
+func TestAltServerHangsUp(t *testing.T) {
+	good, gone := startStd(t, "echo"), startEcho(t, echoHangUp, 256)
+	cfg := altTestConfig(good, gone)
+	cfg.pairs = 50 // the hang-up comes within the first turns
+	_, err := altLoad(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("altLoad: %v, want an error naming %s", err, gone)
+	}
+}
+
+// TestCheckAlt: what -alt-addr cannot run is refused with the reason.
+func TestCheckAlt(t *testing.T) {
+	ok := altConfig{addrs: [2]string{"a:1", "b:1"}, pids: [2]int{1, 2}, conns: 1, size: 16, period: time.Second, pairs: 2}
+	if err := checkAlt(ok, "echo", 1, 0); err != nil {
+		t.Fatalf("checkAlt(%+v): %v", ok, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*altConfig)
+		proto string
+		depth int
+		want  string
+	}{
+		{"rpc", func(*altConfig) {}, "rpc", 1, "only -proto echo"},
+		{"pipelined", func(*altConfig) {}, "echo", 8, "only -proto echo"},
+		{"same address", func(c *altConfig) { c.addrs[1] = c.addrs[0] }, "echo", 1, "a second server"},
+		{"no pid", func(c *altConfig) { c.pids[1] = 0 }, "echo", 1, "-alt-pid"},
+		{"one pair", func(c *altConfig) { c.pairs = 1 }, "echo", 1, "at least 2 pairs"},
+		{"short", func(c *altConfig) { c.size = 8 }, "echo", 1, "16 bytes"},
+	} {
+		c := ok
+		tc.edit(&c)
+		if err := checkAlt(c, tc.proto, tc.depth, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
