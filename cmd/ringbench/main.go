@@ -15,7 +15,7 @@
 // requests per CPU-second over each peer's, and writes JSON lines, a
 // markdown report and SVG charts.
 //
-//	go run ./cmd/ringbench            # the default matrix, about 5 minutes
+//	go run ./cmd/ringbench            # the default matrix and the turns, about 8 minutes
 //	go run ./cmd/ringbench -full      # the seeds' whole sweep (much longer)
 //
 // It builds what it needs from the checkout it runs in: cmd/ringecho and
@@ -147,6 +147,9 @@ type config struct {
 	loadCPUs    cpuSet
 	charts      bool
 	commandLine string
+	// turns is how long the default meets each peer in alternating
+	// turns after the matrix (turns.go); 0: not at all.
+	turns time.Duration
 }
 
 // run is main without the exit.
@@ -160,6 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")
 	warmup := fs.Duration("warmup", 300*time.Millisecond, "load before each measurement")
 	duration := fs.Duration("duration", time.Second, "measurement window of each run")
+	turns := fs.Duration("turns", 12*time.Second, "after the matrix, at each saturated echo load and connection count, load the default server and each peer (and its twin) in alternating half-second turns for this long, both up at once, and report the default over each with an interval (0: skip)")
 	serverCPUs := fs.String("server-cpus", "", "CPUs for the servers, e.g. 0 or 0-1 (default: the first half of this process's CPUs)")
 	loadCPUs := fs.String("load-cpus", "", "CPUs for the load generator (default: the second half)")
 	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
@@ -216,7 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg := config{
-		out: *out, repeats: *repeats, warmup: *warmup, duration: *duration, charts: *charts,
+		out: *out, repeats: *repeats, warmup: *warmup, duration: *duration, charts: *charts, turns: *turns,
 		commandLine: strings.TrimSpace("ringbench " + strings.Join(args, " ")),
 	}
 	var err error
@@ -240,6 +244,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad(fmt.Errorf("-warmup %v: want 0 or more", cfg.warmup))
 	case cfg.duration < 100*time.Millisecond:
 		return bad(fmt.Errorf("-duration %v: want at least 100ms", cfg.duration))
+	case cfg.turns != 0 && cfg.turns < 2*turnPeriod*2:
+		return bad(fmt.Errorf("-turns %v: want 0 (none) or at least %v (two pairs of %v turns)", cfg.turns, 2*turnPeriod*2, turnPeriod))
 	case cfg.out == "":
 		return bad(errors.New("-out is empty"))
 	}
@@ -408,14 +414,23 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	defer jl.Close()
 	total := cfg.repeats * len(cfg.servers) * len(cfg.loads) * len(cfg.conns)
 	perRun := cfg.warmup + cfg.duration + 400*time.Millisecond
-	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats), about %s\n",
-		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, clock(time.Duration(total)*perRun))
+	estimate := time.Duration(total) * perRun
+	if cfg.turns > 0 {
+		estimate += time.Duration(turnsCount(&cfg)) * (cfg.turns + 2*cfg.warmup + 1500*time.Millisecond)
+	}
+	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats) and %d comparisons in turns, about %s\n",
+		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, turnsCount(&cfg), clock(estimate))
 	r := &runner{cfg: &cfg, bins: b, out: jl, place: placement,
 		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}
 	runErr := r.run(ctx)
 	r.prog.finish()
 	if runErr != nil {
 		notes = append(notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
+	}
+	var turnRuns []turnsRun
+	if cfg.turns > 0 && runErr == nil && turnsCount(&cfg) > 0 {
+		fmt.Fprintf(stderr, "ringbench: the default against each server in turns, %v each\n", cfg.turns)
+		turnRuns = r.runTurns(ctx, cfg.turns, stderr)
 	}
 
 	var order []string
@@ -433,6 +448,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	}
 	fmt.Fprintln(stdout)
 	writeTable(stdout, sums)
+	writeTurns(stdout, turnRuns, false)
 
 	var charts []string
 	if cfg.charts && len(sums) > 0 {
@@ -460,6 +476,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 		return 1, err
 	}
 	writeMarkdown(f, m, r.runs, sums, charts)
+	writeTurns(f, turnRuns, true)
 	if err := f.Close(); err != nil {
 		return 1, err
 	}

@@ -105,8 +105,17 @@ func reportAgain(results, out, command string, stdout io.Writer) error {
 		return err
 	}
 	var runs []benchfmt.Run
+	var turnRuns []turnsRun
 	var order []string
 	for i, line := range bytes.Split(b, []byte("\n")) {
+		if bytes.Contains(line, []byte(`"kind":"turns"`)) {
+			var t turnsRun
+			if err := json.Unmarshal(line, &t); err != nil {
+				return fmt.Errorf("%s:%d: %v", results, i+1, err)
+			}
+			turnRuns = append(turnRuns, t)
+			continue
+		}
 		if !bytes.Contains(line, []byte(`"kind":"run"`)) {
 			continue
 		}
@@ -139,6 +148,8 @@ func reportAgain(results, out, command string, stdout io.Writer) error {
 		return f.Close()
 	}
 	writeTable(stdout, sums)
+	writeTurns(stdout, turnRuns, false)
 	writeMarkdown(f, m, runs, sums, nil)
+	writeTurns(f, turnRuns, true)
 	return f.Close()
 }

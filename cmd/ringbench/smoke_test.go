@@ -32,7 +32,7 @@ func TestSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{
 		"-servers", "std," + engine, "-conns", "2,8", "-loads", "echo:100:pp:max,rpc:64:p4:5000",
-		"-repeats", "1", "-warmup", "50ms", "-duration", "200ms", "-charts=false", "-out", out,
+		"-repeats", "1", "-warmup", "50ms", "-duration", "200ms", "-turns", "2s", "-charts=false", "-out", out,
 	}, &stdout, &stderr)
 	if code != 0 {
 		// The servers' own logs say why one exited (they go with the
@@ -53,7 +53,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var runs, sums int
+	var runs, sums, turns int
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -84,6 +84,15 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("summary %+v", s)
 			}
 			sums++
+		case "turns":
+			// The default against std in turns, at the saturated
+			// echo load (only where the default is "uring").
+			var tr turnsRun
+			json.Unmarshal(sc.Bytes(), &tr)
+			if tr.Err != "" || tr.Result == nil || tr.Result.Pairs != 2 || tr.Peer != "std" || tr.Size != 100 || tr.Result.RatioMedian <= 0 {
+				t.Errorf("turns %+v (result %+v)", tr, tr.Result)
+			}
+			turns++
 		default:
 			t.Errorf("results.jsonl: line of kind %q", kind.Kind)
 		}
@@ -91,6 +100,13 @@ func TestSmoke(t *testing.T) {
 	const cells = 2 * 2 * 2 // servers x loads x conns
 	if runs != cells || sums != cells {
 		t.Errorf("%d runs and %d summaries, want %d of each", runs, sums, cells)
+	}
+	wantTurns := 0
+	if engine == "uring" {
+		wantTurns = 2 // conns
+	}
+	if turns != wantTurns {
+		t.Errorf("%d comparisons in turns, want %d", turns, wantTurns)
 	}
 
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))
@@ -109,8 +125,11 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(stdout.String(), "== rpc, 64 B") || !strings.Contains(stderr.String(), "load generator on CPUs") {
 		t.Errorf("terminal output:\n%s\n%s", stdout.String(), stderr.String())
 	}
+	if wantTurns > 0 && (!strings.Contains(string(report), "## Turns: the default against each server") || !strings.Contains(stdout.String(), "== turns")) {
+		t.Errorf("no turns in report.md or on the terminal:\n%s\n%s", report, stdout.String())
+	}
 	logs, _ := filepath.Glob(filepath.Join(out, "logs", "*.log"))
-	if len(logs) != 4 { // a server process per server and scenario
-		t.Errorf("server logs %v, want 4", logs)
+	if len(logs) != 4+2*wantTurns { // a server process per server and scenario, two per comparison in turns
+		t.Errorf("server logs %v, want %d", logs, 4+2*wantTurns)
 	}
 }

@@ -1,0 +1,87 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestTurnsPeers: turns meet the twin and the peers, not the default's
+// other variants, and measure only saturated echo ping-pong.
+func TestTurnsPeers(t *testing.T) {
+	servers, err := parseServers("uring,uring-twin,uring-inline,epoll,std,netpoll,gnet,c-liburing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range turnsPeers(servers) {
+		names = append(names, s.name)
+	}
+	if want := []string{"uring-twin", "std", "netpoll", "gnet", "c-liburing"}; !slices.Equal(names, want) {
+		t.Errorf("turns meet %q, want %q", names, want)
+	}
+	loads, err := parseLoads("echo:1024:pp:max,echo:1024:pp:40000,rpc:1024:p8:max,echo:512:p16:max,echo:512:pp:max,echo:1024:pp:max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := turnsSizes(loads); !slices.Equal(got, []int{1024, 512}) {
+		t.Errorf("turns sizes %v, want [1024 512]", got)
+	}
+	cfg := &config{servers: servers, loads: loads, conns: []int{10, 100}}
+	if n := turnsCount(cfg); n != 2*2*5 {
+		t.Errorf("turnsCount %d, want 20", n)
+	}
+	cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.name == defaultServer })
+	if n := turnsCount(cfg); n != 0 {
+		t.Errorf("turnsCount without the default %d, want 0", n)
+	}
+}
+
+// TestWriteTurns: one row per size and connection count, each cell the
+// median and interval, and a verdict against the Go peers only: ahead
+// where every interval lies above 1, behind where one lies below, level
+// otherwise; the twin and C do not decide it.
+func TestWriteTurns(t *testing.T) {
+	fig := func(m, lo, hi float64) *altFigure {
+		return &altFigure{Pairs: 12, RatioMedian: m, RatioLo: lo, RatioHi: hi, CPUusPerReq: [2]float64{7, 7.5}}
+	}
+	runs := []turnsRun{
+		{Kind: "turns", Peer: "uring-twin", Conns: 100, Size: 1024, Result: fig(1.01, 0.97, 1.04)},
+		{Kind: "turns", Peer: "std", Conns: 100, Size: 1024, Result: fig(1.10, 1.05, 1.15)},
+		{Kind: "turns", Peer: "gnet", Conns: 100, Size: 1024, Result: fig(1.04, 1.01, 1.09)},
+		{Kind: "turns", Peer: "c-liburing", Conns: 100, Size: 1024, Result: fig(0.90, 0.85, 0.95)},
+		{Kind: "turns", Peer: "uring-twin", Conns: 1000, Size: 1024, Result: fig(0.99, 0.96, 1.03)},
+		{Kind: "turns", Peer: "std", Conns: 1000, Size: 1024, Result: fig(1.10, 1.05, 1.15)},
+		{Kind: "turns", Peer: "gnet", Conns: 1000, Size: 1024, Result: fig(1.02, 0.98, 1.06)},
+		{Kind: "turns", Peer: "uring-twin", Conns: 10, Size: 1024, Result: fig(1.00, 0.98, 1.02)},
+		{Kind: "turns", Peer: "std", Conns: 10, Size: 1024, Err: "std did not start: boom"},
+		{Kind: "turns", Peer: "gnet", Conns: 10, Size: 1024, Result: fig(0.98, 0.97, 0.99)},
+	}
+	var md, text bytes.Buffer
+	writeTurns(&md, runs, true)
+	writeTurns(&text, runs, false)
+	for _, want := range []string{
+		"| size | conns | uring-twin | std | gnet | c-liburing | verdict |",
+		"| 1024 | 100 | 1.010 (0.970–1.040) | 1.100 (1.050–1.150) | 1.040 (1.010–1.090) | 0.900 (0.850–0.950) | ahead of every Go peer |",
+		"| 1024 | 1000 | 0.990 (0.960–1.030) | 1.100 (1.050–1.150) | 1.020 (0.980–1.060) | - | level with the Go peers |",
+		"| 1024 | 10 | 1.000 (0.980–1.020) | - | 0.980 (0.970–0.990) | - | behind a Go peer |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if !strings.Contains(text.String(), "1024 B,  100 conns: 1.010 (0.970–1.040), 1.100 (1.050–1.150), 1.040 (1.010–1.090), 0.900 (0.850–0.950), ahead of every Go peer") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	var none bytes.Buffer
+	writeTurns(&none, nil, true)
+	if none.Len() != 0 {
+		t.Errorf("no turns, yet %q", none.String())
+	}
+	if got := turnsLine(runs[8]); !strings.Contains(got, "boom") {
+		t.Errorf("turnsLine of a failed comparison: %q", got)
+	}
+}
