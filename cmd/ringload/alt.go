@@ -114,10 +114,9 @@ func altLoad(ctx context.Context, c altConfig) (*altResult, error) {
 		for range c.conns {
 			conn, err := d.DialContext(ctx, "tcp", s.addr)
 			if err != nil {
-				for _, s := range sides[:i+1] {
-					if s != nil {
-						s.closeAll()
-					}
+				s.closeAll()
+				for _, done := range sides[:i] {
+					done.closeAll()
 				}
 				return nil, fmt.Errorf("dial %s: %w", s.addr, err)
 			}

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -100,5 +101,20 @@ func TestCheckAlt(t *testing.T) {
 		if err := checkAlt(c, tc.proto, tc.depth, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestAltDialFails: a second server that is not there is named, and the
+// first one's connections are closed.
+func TestAltDialFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+	_, err = altLoad(context.Background(), altTestConfig(startStd(t, "echo"), gone))
+	if err == nil || !strings.Contains(err.Error(), "dial "+gone) {
+		t.Fatalf("altLoad: %v, want a dial error naming %s", err, gone)
 	}
 }
