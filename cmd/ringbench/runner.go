@@ -142,20 +142,7 @@ func (r *runner) runServer(ctx context.Context, rep int, srv server, scenario st
 	}
 	base := filepath.Join(cfg.out, "logs", fmt.Sprintf("%s-%s-r%d", srv.name, scenario, rep))
 	logPath := base + ".log"
-	var p *process
-	var err error
-	// A port found free may be taken before the server binds it: then
-	// the server exits, and another port is tried.
-	for range 3 {
-		var addr string
-		if addr, err = freePort(); err != nil {
-			break
-		}
-		p, err = startServer(ctx, r.serverArgv(srv, scenario, addr, base+".stats.json"), addr, cfg.serverCPUs, logPath)
-		if !errors.Is(err, errExitedEarly) {
-			break
-		}
-	}
+	p, err := r.start(ctx, srv, scenario, base)
 	if err == nil {
 		if srv.kind == "ringpoll" {
 			p.statsFile = base + ".stats.json"
@@ -198,17 +185,7 @@ func (r *runner) measure(ctx context.Context, rep int, cell benchfmt.Cell, p *pr
 	if p.statsFile != "" {
 		args = append(args, "-server-stats", p.statsFile)
 	}
-	// ringload bounds itself; this is a backstop.
-	rctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration+60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(rctx, r.bins.ringload, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := startPinned(cmd, cfg.loadCPUs)
-	if err == nil {
-		err = cmd.Wait()
-	}
+	stdout, stderr, err := r.ringload(ctx, cfg.warmup+cfg.duration, args)
 	if stdout.Len() > 0 {
 		// ringload prints its result even when it exits 1 for verify
 		// errors; keep it.
@@ -221,6 +198,40 @@ func (r *runner) measure(ctx context.Context, rep int, cell benchfmt.Cell, p *pr
 		run.Err = fmt.Sprintf("ringload: %v: %s", err, tail0(stderr.String()))
 	}
 	return run
+}
+
+// ringload runs the load generator with args, pinned to the load CPUs,
+// and returns what it printed. It bounds itself; limit plus a minute is
+// a backstop.
+func (r *runner) ringload(ctx context.Context, limit time.Duration, args []string) (stdout, stderr bytes.Buffer, err error) {
+	rctx, cancel := context.WithTimeout(ctx, limit+60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, r.bins.ringload, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err = startPinned(cmd, r.cfg.loadCPUs); err == nil {
+		err = cmd.Wait()
+	}
+	return stdout, stderr, err
+}
+
+// start starts srv serving scenario, logging to base+".log". A port found
+// free may be taken before the server binds it: then the server exits,
+// and another port is tried.
+func (r *runner) start(ctx context.Context, srv server, scenario, base string) (*process, error) {
+	var p *process
+	var err error
+	for range 3 {
+		var addr string
+		if addr, err = freePort(); err != nil {
+			break
+		}
+		p, err = startServer(ctx, r.serverArgv(srv, scenario, addr, base+".stats.json"), addr, r.cfg.serverCPUs, base+".log")
+		if !errors.Is(err, errExitedEarly) {
+			break
+		}
+	}
+	return p, err
 }
 
 func tail0(s string) string {

@@ -3,13 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -130,17 +127,7 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 	for i, srv := range []server{def, peer} {
 		base := filepath.Join(cfg.out, "logs", fmt.Sprintf("turns-%s-%s-%d-%d", srv.name, peer.name, run.Conns, i))
 		var err error
-		for range 3 { // a port found free may be taken before the server binds it
-			var addr string
-			if addr, err = freePort(); err != nil {
-				break
-			}
-			procs[i], err = startServer(ctx, r.serverArgv(srv, "echo", addr, base+".stats.json"), addr, cfg.serverCPUs, base+".log")
-			if !errors.Is(err, errExitedEarly) {
-				break
-			}
-		}
-		if err != nil {
+		if procs[i], err = r.start(ctx, srv, "echo", base); err != nil {
 			return fmt.Errorf("%s did not start: %v", srv.name, err)
 		}
 	}
@@ -150,16 +137,7 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 		"-conns", strconv.Itoa(run.Conns), "-size", strconv.Itoa(run.Size),
 		"-warmup", cfg.warmup.String(), "-duration", d.String(), "-alt-period", turnPeriod.String(), "-json",
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*cfg.warmup+d+60*time.Second) // ringload bounds itself; a backstop
-	defer cancel()
-	cmd := exec.CommandContext(rctx, r.bins.ringload, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := startPinned(cmd, cfg.loadCPUs)
-	if err == nil {
-		err = cmd.Wait()
-	}
+	stdout, stderr, err := r.ringload(ctx, 2*cfg.warmup+d, args)
 	if stdout.Len() > 0 {
 		// Printed even when it exits 1 for verify errors.
 		var f altFigure
