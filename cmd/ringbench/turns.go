@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 )
 
 // Turns (-turns D): after the matrix, the default server meets its twin
@@ -30,25 +32,12 @@ const turnPeriod = 500 * time.Millisecond
 
 // turnsRun is one comparison in turns, as results.jsonl holds it.
 type turnsRun struct {
-	Kind   string     `json:"kind"` // "turns"
-	Peer   string     `json:"peer"`
-	Conns  int        `json:"conns"`
-	Size   int        `json:"size"`
-	Err    string     `json:"err,omitempty"`
-	Result *altFigure `json:"result,omitempty"`
-}
-
-// altFigure is the part of ringload -alt-addr's JSON the report uses; A
-// is the default server.
-type altFigure struct {
-	Pairs        int        `json:"pairs"`
-	CPUusPerReq  [2]float64 `json:"server_cpu_us_per_req"`
-	Ratios       []float64  `json:"ratios"`
-	RatioMedian  float64    `json:"ratio_median"`
-	RatioLo      float64    `json:"ratio_lo"`
-	RatioHi      float64    `json:"ratio_hi"`
-	VerifyErrors uint64     `json:"verify_errors"`
-	FirstError   string     `json:"first_error"`
+	Kind   string                `json:"kind"` // "turns"
+	Peer   string                `json:"peer"`
+	Conns  int                   `json:"conns"`
+	Size   int                   `json:"size"`
+	Err    string                `json:"err,omitempty"`
+	Result *benchfmt.TurnsResult `json:"result,omitempty"`
 }
 
 // turnsPeers are the servers of the run the default meets in turns: its
@@ -140,7 +129,7 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 	stdout, stderr, err := r.ringload(ctx, 2*cfg.warmup+d, args)
 	if stdout.Len() > 0 {
 		// Printed even when it exits 1 for verify errors.
-		var f altFigure
+		var f benchfmt.TurnsResult
 		if jerr := json.Unmarshal(stdout.Bytes(), &f); jerr == nil {
 			run.Result = &f
 			if f.VerifyErrors > 0 {

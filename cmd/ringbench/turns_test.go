@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 )
 
 // TestTurnsPeers: turns meet the twin and the peers, not the default's
@@ -45,8 +47,8 @@ func TestTurnsPeers(t *testing.T) {
 // where every interval lies above 1, behind where one lies below, level
 // otherwise; the twin and C do not decide it.
 func TestWriteTurns(t *testing.T) {
-	fig := func(m, lo, hi float64) *altFigure {
-		return &altFigure{Pairs: 12, RatioMedian: m, RatioLo: lo, RatioHi: hi, CPUusPerReq: [2]float64{7, 7.5}}
+	fig := func(m, lo, hi float64) *benchfmt.TurnsResult {
+		return &benchfmt.TurnsResult{Pairs: 12, RatioMedian: m, RatioLo: lo, RatioHi: hi, CPUusPerReq: [2]float64{7, 7.5}}
 	}
 	runs := []turnsRun{
 		{Kind: "turns", Peer: "uring-twin", Conns: 100, Size: 1024, Result: fig(1.01, 0.97, 1.04)},

@@ -67,25 +67,6 @@ type altSide struct {
 	firstErr   atomic.Pointer[string]
 }
 
-// altResult is what -alt-addr reports.
-type altResult struct {
-	Addrs        [2]string  `json:"addrs"`
-	PIDs         [2]int     `json:"server_pids"`
-	Conns        int        `json:"conns"`
-	Size         int        `json:"size"`
-	PeriodS      float64    `json:"period_s"`
-	Pairs        int        `json:"pairs"`
-	Requests     [2]uint64  `json:"requests"`
-	ServerCPUNS  [2]int64   `json:"server_cpu_ns"`
-	CPUusPerReq  [2]float64 `json:"server_cpu_us_per_req"`
-	Ratios       []float64  `json:"ratios"`        // per pair: A's requests per CPU-second over B's
-	RatioMedian  float64    `json:"ratio_median"`  // of Ratios
-	RatioLo      float64    `json:"ratio_lo"`      // 95% bootstrap interval of the median
-	RatioHi      float64    `json:"ratio_hi"`      //
-	VerifyErrors uint64     `json:"verify_errors"` // both sides
-	FirstError   string     `json:"first_error,omitempty"`
-}
-
 // checkAlt says what is wrong with an -alt-addr run's flags.
 func checkAlt(c altConfig, proto string, depth int, rate float64) error {
 	switch {
@@ -104,7 +85,7 @@ func checkAlt(c altConfig, proto string, depth int, rate float64) error {
 }
 
 // altLoad runs an -alt-addr measurement.
-func altLoad(ctx context.Context, c altConfig) (*altResult, error) {
+func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 	var sides [2]*altSide
 	for i := range sides {
 		s := &altSide{addr: c.addrs[i], pid: c.pids[i]}
@@ -144,7 +125,7 @@ func altLoad(ctx context.Context, c altConfig) (*altResult, error) {
 		}
 		wg.Wait()
 	}()
-	res := &altResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, PeriodS: c.period.Seconds()}
+	res := &benchfmt.TurnsResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, PeriodS: c.period.Seconds()}
 	for _, s := range sides {
 		if _, _, err := s.turn(ctx, c.warmup); err != nil {
 			return nil, err
@@ -330,8 +311,8 @@ func (s *altSide) closeAll() {
 	}
 }
 
-// write prints r as text, or as one JSON object.
-func (r *altResult) write(w io.Writer, asJSON bool) error {
+// writeAlt prints r as text, or as one JSON object.
+func writeAlt(w io.Writer, r *benchfmt.TurnsResult, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(r)
 	}

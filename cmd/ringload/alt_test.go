@@ -46,7 +46,7 @@ func TestAltLoad(t *testing.T) {
 		t.Errorf("%d verify errors, first error %q", res.VerifyErrors, res.FirstError)
 	}
 	var out bytes.Buffer
-	if err := res.write(&out, false); err != nil || !strings.Contains(out.String(), "of 4 pairs") {
+	if err := writeAlt(&out, res, false); err != nil || !strings.Contains(out.String(), "of 4 pairs") {
 		t.Errorf("text report (%v):\n%s", err, out.String())
 	}
 }

@@ -297,7 +297,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		res, err := altLoad(ctx, ac)
 		if err == nil {
-			err = res.write(stdout, *asJSON)
+			err = writeAlt(stdout, res, *asJSON)
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "ringload:", err)

@@ -232,3 +232,25 @@ func Bootstrap(xs []float64) (lo, hi float64) {
 	slices.Sort(meds)
 	return meds[BootstrapRounds*25/1000], meds[BootstrapRounds*975/1000-1]
 }
+
+// TurnsResult is what ringload -alt-addr measures and prints as JSON, and
+// what ringbench -turns reads back: two servers, A and B, loaded in
+// alternating turns, and A's requests per server CPU-second over B's for
+// each pair of turns.
+type TurnsResult struct {
+	Addrs        [2]string  `json:"addrs"`
+	PIDs         [2]int     `json:"server_pids"`
+	Conns        int        `json:"conns"`
+	Size         int        `json:"size"`
+	PeriodS      float64    `json:"period_s"`
+	Pairs        int        `json:"pairs"`
+	Requests     [2]uint64  `json:"requests"`
+	ServerCPUNS  [2]int64   `json:"server_cpu_ns"`
+	CPUusPerReq  [2]float64 `json:"server_cpu_us_per_req"`
+	Ratios       []float64  `json:"ratios"`        // per pair: A's requests per CPU-second over B's
+	RatioMedian  float64    `json:"ratio_median"`  // of Ratios
+	RatioLo      float64    `json:"ratio_lo"`      // 95% bootstrap interval of the median
+	RatioHi      float64    `json:"ratio_hi"`      //
+	VerifyErrors uint64     `json:"verify_errors"` // both sides
+	FirstError   string     `json:"first_error,omitempty"`
+}
