@@ -11,9 +11,12 @@
 // goroutine per connection), cloudwego/netpoll, panjf2000/gnet and a C
 // liburing echo server (bench/c/uring_echo.c, when gcc and liburing-dev are
 // there), each in its own process, loaded by cmd/ringload in another,
-// pinned to different CPUs. It prints a table, the default server's
+// pinned to different CPUs; uring-twin is the default server again, the
+// run's yardstick for noise. It prints a table, the default server's
 // requests per CPU-second over each peer's, and writes JSON lines, a
-// markdown report and SVG charts.
+// markdown report and SVG charts. Then (-turns, turns.go) it loads the
+// default and each peer side by side in alternating half-second turns
+// and reports the default over each with an interval.
 //
 //	go run ./cmd/ringbench            # the default matrix and the turns, about 8 minutes
 //	go run ./cmd/ringbench -full      # the seeds' whole sweep (much longer)
