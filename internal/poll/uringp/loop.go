@@ -601,6 +601,7 @@ func (l *loop) reap() (woke bool) {
 }
 
 func (l *loop) dispatch(cqe *uring.CQE) {
+	cqe.Res = userErrno(cqe.Res)
 	k, gen, slot := splitUserData(cqe.UserData)
 	switch k {
 	case kindWake:
@@ -637,6 +638,24 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 	case kindSpliceOut:
 		l.spliceOutDone(c, cqe)
 	}
+}
+
+// The kernel's restart codes (ERESTARTSYS 512 to ERESTART_RESTARTBLOCK
+// 516) are never meant for user space, but a request that io-wq ran and
+// a cancellation interrupted (a file splice when its file closes) was
+// seen on 6.18 to complete with -ERESTARTSYS. They mean what EINTR means.
+const (
+	errnoRestartSys   = 512
+	errnoRestartBlock = 516
+)
+
+// userErrno returns a completion's result with a kernel restart code
+// turned into -EINTR.
+func userErrno(res int32) int32 {
+	if res <= -errnoRestartSys && res >= -errnoRestartBlock {
+		return -int32(unix.EINTR)
+	}
+	return res
 }
 
 // armWake keeps a READ of the wake eventfd in flight: a producer's write

@@ -260,7 +260,7 @@ func (l *loop) spliceInDone(c *conn, cqe *uring.CQE) {
 	case cqe.Res == -int32(unix.EINTR) && !op.stopped:
 		// Interrupted before it moved anything: the next step again.
 	default:
-		if cqe.Res != -int32(unix.ECANCELED) && op.Res == 0 {
+		if !op.cancelledBy(cqe.Res) && op.Res == 0 {
 			op.FileErr = true
 		}
 		l.spliceFailed(op, cqe.Res)
@@ -299,10 +299,17 @@ func (l *loop) spliceOutDone(c *conn, cqe *uring.CQE) {
 	l.spliceNext(c)
 }
 
+// cancelledBy reports whether a splice that completed with res was
+// cancelled: -ECANCELED, or, once op was stopped, the interruption the
+// cancel caused in a splice that io-wq was running.
+func (op *SpliceOp) cancelledBy(res int32) bool {
+	return res == -int32(unix.ECANCELED) || op.stopped && res == -int32(unix.EINTR)
+}
+
 // spliceFailed records the first error that ends op (a cancel is not one:
 // stopped says it).
 func (l *loop) spliceFailed(op *SpliceOp, res int32) {
-	if res == -int32(unix.ECANCELED) {
+	if op.cancelledBy(res) {
 		op.stopped = true
 		return
 	}
