@@ -19,8 +19,8 @@ import (
 // Turns (-turns D): after the matrix, the default server meets its twin
 // and each peer of the run in alternating turns of turnPeriod, both
 // servers up at once, the load generator loading one and then the other
-// (ringload -alt-addr), for D at each saturated echo load and connection
-// count. Each pair of turns gives one ratio of the default's requests per
+// (ringload -alt-addr), for D at each saturated load (echo or rpc, ping-pong
+// or pipelined) and connection count. Each pair of turns gives one ratio of the default's requests per
 // server CPU-second over the other's; the median of the pairs and its
 // bootstrap interval are the run's sharpest answer to "which does more
 // work per CPU-second": the matrix's runs, seconds apart, catch the
@@ -32,12 +32,14 @@ const turnPeriod = 500 * time.Millisecond
 
 // turnsRun is one comparison in turns, as results.jsonl holds it.
 type turnsRun struct {
-	Kind   string                `json:"kind"` // "turns"
-	Peer   string                `json:"peer"`
-	Conns  int                   `json:"conns"`
-	Size   int                   `json:"size"`
-	Err    string                `json:"err,omitempty"`
-	Result *benchfmt.TurnsResult `json:"result,omitempty"`
+	Kind     string                `json:"kind"` // "turns"
+	Peer     string                `json:"peer"`
+	Conns    int                   `json:"conns"`
+	Size     int                   `json:"size"`
+	Scenario string                `json:"scenario,omitempty"` // "echo" or "rpc"; empty: echo (results of before rpc turns)
+	Depth    int                   `json:"depth,omitempty"`    // in flight per connection; 0: 1
+	Err      string                `json:"err,omitempty"`
+	Result   *benchfmt.TurnsResult `json:"result,omitempty"`
 }
 
 // turnsPeers are the servers of the run the default meets in turns: its
@@ -52,16 +54,49 @@ func turnsPeers(servers []server) []server {
 	return out
 }
 
-// turnsSizes are the message sizes of the run's saturated echo
-// ping-pong loads, the ones turns measure.
-func turnsSizes(loads []load) []int {
-	var sizes []int
+// turnsLoads are the run's saturated loads (as fast as replies come), the
+// ones turns measure: paced ones are not, since a turn's CPU per request
+// at a fixed rate is a matter of how the pacer's requests fall, not yet
+// measured in turns.
+func turnsLoads(loads []load) []load {
+	var out []load
 	for _, l := range loads {
-		if l.scenario == "echo" && l.depth == 1 && l.rate == 0 && !slices.Contains(sizes, l.size) {
-			sizes = append(sizes, l.size)
+		if l.rate == 0 && !slices.ContainsFunc(out, func(o load) bool { return o.turnsKey() == l.turnsKey() }) {
+			out = append(out, l)
 		}
 	}
-	return sizes
+	return out
+}
+
+// turnsKey is what tells two loads apart in turns.
+func (l load) turnsKey() turnsLoad { return turnsLoad{l.scenario, l.size, l.depth} }
+
+// turnsLoad is a comparison's load: a row of the turns table.
+type turnsLoad struct {
+	scenario string
+	size     int
+	depth    int
+}
+
+// loadOf is the load a comparison ran: echo ping-pong in results of
+// before rpc and pipelined turns, which did not record it.
+func (run turnsRun) loadOf() turnsLoad {
+	l := turnsLoad{run.Scenario, run.Size, run.Depth}
+	if l.scenario == "" {
+		l.scenario = "echo"
+	}
+	l.depth = max(l.depth, 1)
+	return l
+}
+
+// String is the load as the turns table names it: "echo 1024 B", "rpc
+// 1024 B, 8 in flight".
+func (l turnsLoad) String() string {
+	s := fmt.Sprintf("%s %d B", l.scenario, l.size)
+	if l.depth > 1 {
+		s += fmt.Sprintf(", %d in flight", l.depth)
+	}
+	return s
 }
 
 // turnsCount is how many comparisons runTurns makes for cfg.
@@ -69,7 +104,7 @@ func turnsCount(cfg *config) int {
 	if !slices.ContainsFunc(cfg.servers, func(s server) bool { return s.name == defaultServer }) {
 		return 0
 	}
-	return len(turnsSizes(cfg.loads)) * len(cfg.conns) * len(turnsPeers(cfg.servers))
+	return len(turnsLoads(cfg.loads)) * len(cfg.conns) * len(turnsPeers(cfg.servers))
 }
 
 // runTurns runs every comparison in turns, each for d, records it, says
@@ -80,13 +115,13 @@ func (r *runner) runTurns(ctx context.Context, d time.Duration, log io.Writer) [
 	}
 	def, _ := lookupServer(defaultServer)
 	var runs []turnsRun
-	for _, size := range turnsSizes(r.cfg.loads) {
+	for _, l := range turnsLoads(r.cfg.loads) {
 		for _, c := range r.cfg.conns {
 			for _, peer := range turnsPeers(r.cfg.servers) {
 				if ctx.Err() != nil {
 					return runs
 				}
-				run := turnsRun{Kind: "turns", Peer: peer.name, Conns: c, Size: size}
+				run := turnsRun{Kind: "turns", Peer: peer.name, Conns: c, Size: l.size, Scenario: l.scenario, Depth: l.depth}
 				if err := r.turns(ctx, def, peer, &run, d); err != nil {
 					run.Err = err.Error()
 				}
@@ -116,7 +151,7 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 	for i, srv := range []server{def, peer} {
 		base := filepath.Join(cfg.out, "logs", fmt.Sprintf("turns-%s-%s-%d-%d", srv.name, peer.name, run.Conns, i))
 		var err error
-		if procs[i], err = r.start(ctx, srv, "echo", base); err != nil {
+		if procs[i], err = r.start(ctx, srv, run.Scenario, base); err != nil {
 			return fmt.Errorf("%s did not start: %v", srv.name, err)
 		}
 	}
@@ -124,6 +159,7 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 		"-addr", procs[0].addr, "-server-pid", strconv.Itoa(procs[0].cmd.Process.Pid),
 		"-alt-addr", procs[1].addr, "-alt-pid", strconv.Itoa(procs[1].cmd.Process.Pid),
 		"-conns", strconv.Itoa(run.Conns), "-size", strconv.Itoa(run.Size),
+		"-proto", run.Scenario, "-depth", strconv.Itoa(run.Depth),
 		"-warmup", cfg.warmup.String(), "-duration", d.String(), "-alt-period", turnPeriod.String(), "-json",
 	}
 	stdout, stderr, err := r.ringload(ctx, 2*cfg.warmup+d, args)
@@ -144,15 +180,15 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 // turnsLine is one comparison as the progress and the table show it.
 func turnsLine(run turnsRun) string {
 	if run.Result == nil {
-		return fmt.Sprintf("turns, %d conns, %s: %s", run.Conns, run.Peer, run.Err)
+		return fmt.Sprintf("turns, %s, %d conns, %s: %s", run.loadOf(), run.Conns, run.Peer, run.Err)
 	}
 	f := run.Result
-	return fmt.Sprintf("turns, %d conns, the default over %s: %.3f (%.3f–%.3f, %d pairs); %.2f against %.2f µs CPU/req",
-		run.Conns, run.Peer, f.RatioMedian, f.RatioLo, f.RatioHi, f.Pairs, f.CPUusPerReq[0], f.CPUusPerReq[1])
+	return fmt.Sprintf("turns, %s, %d conns, the default over %s: %.3f (%.3f–%.3f, %d pairs); %.2f against %.2f µs CPU/req",
+		run.loadOf(), run.Conns, run.Peer, f.RatioMedian, f.RatioLo, f.RatioHi, f.Pairs, f.CPUusPerReq[0], f.CPUusPerReq[1])
 }
 
 // writeTurns writes the comparisons in turns as a table, one row per
-// message size and connection count, with a verdict against the Go peers:
+// load and connection count, with a verdict against the Go peers:
 // ahead where every interval lies above 1, behind where one lies below,
 // level otherwise.
 func writeTurns(w io.Writer, runs []turnsRun, markdown bool) {
@@ -165,24 +201,27 @@ func writeTurns(w io.Writer, runs []turnsRun, markdown bool) {
 			peers = append(peers, run.Peer)
 		}
 	}
-	type row struct{ size, conns int }
+	type row struct {
+		load  turnsLoad
+		conns int
+	}
 	var rows []row
 	for _, run := range runs {
-		if !slices.Contains(rows, row{run.Size, run.Conns}) {
-			rows = append(rows, row{run.Size, run.Conns})
+		if rw := (row{run.loadOf(), run.Conns}); !slices.Contains(rows, rw) {
+			rows = append(rows, rw)
 		}
 	}
 	head := fmt.Sprintf("The default server (%s) against each other server in alternating turns of %v, both up at once (ringload -alt-addr): the default's requests per server CPU-second over the other's, median of the pairs of turns and its 95%% bootstrap interval (above 1: the default does more work per CPU-second); %s is the default again, so its interval is the run's noise:", defaultServer, turnPeriod, twinServer)
 	if markdown {
-		fmt.Fprintf(w, "\n## Turns: the default against each server, side by side\n\n%s\n\n| size | conns | %s | verdict |\n|%s\n", head, strings.Join(peers, " | "), strings.Repeat("---|", len(peers)+3))
+		fmt.Fprintf(w, "\n## Turns: the default against each server, side by side\n\n%s\n\n| load | conns | %s | verdict |\n|%s\n", head, strings.Join(peers, " | "), strings.Repeat("---|", len(peers)+3))
 	} else {
 		fmt.Fprintf(w, "\n== turns\n%s\n", head)
 	}
 	for _, rw := range rows {
-		cells := []string{fmt.Sprint(rw.size), fmt.Sprint(rw.conns)}
+		cells := []string{rw.load.String(), fmt.Sprint(rw.conns)}
 		var ahead, behind, measured int
 		for _, p := range peers {
-			i := slices.IndexFunc(runs, func(run turnsRun) bool { return run.Peer == p && run.Size == rw.size && run.Conns == rw.conns })
+			i := slices.IndexFunc(runs, func(run turnsRun) bool { return run.Peer == p && run.loadOf() == rw.load && run.Conns == rw.conns })
 			if i < 0 || runs[i].Result == nil {
 				cells = append(cells, "-")
 				continue
@@ -212,7 +251,7 @@ func writeTurns(w io.Writer, runs []turnsRun, markdown bool) {
 		if markdown {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 		} else {
-			fmt.Fprintf(w, "   %d B, %4d conns: %s\n", rw.size, rw.conns, strings.Join(cells[2:], ", "))
+			fmt.Fprintf(w, "   %s, %4d conns: %s\n", rw.load, rw.conns, strings.Join(cells[2:], ", "))
 		}
 	}
 	if !markdown {

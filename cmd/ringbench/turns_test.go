@@ -12,7 +12,7 @@ import (
 )
 
 // TestTurnsPeers: turns meet the twin and the peers, not the default's
-// other variants, and measure only saturated echo ping-pong.
+// other variants, and measure every saturated load once, paced ones not.
 func TestTurnsPeers(t *testing.T) {
 	servers, err := parseServers("uring,uring-twin,uring-inline,epoll,std,netpoll,gnet,c-liburing")
 	if err != nil {
@@ -29,12 +29,16 @@ func TestTurnsPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := turnsSizes(loads); !slices.Equal(got, []int{1024, 512}) {
-		t.Errorf("turns sizes %v, want [1024 512]", got)
+	var got []string
+	for _, l := range turnsLoads(loads) {
+		got = append(got, l.turnsKey().String())
+	}
+	if want := []string{"echo 1024 B", "rpc 1024 B, 8 in flight", "echo 512 B, 16 in flight", "echo 512 B"}; !slices.Equal(got, want) {
+		t.Errorf("turns loads %q, want %q", got, want)
 	}
 	cfg := &config{servers: servers, loads: loads, conns: []int{10, 100}}
-	if n := turnsCount(cfg); n != 2*2*5 {
-		t.Errorf("turnsCount %d, want 20", n)
+	if n := turnsCount(cfg); n != 4*2*5 {
+		t.Errorf("turnsCount %d, want 40", n)
 	}
 	cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.name == defaultServer })
 	if n := turnsCount(cfg); n != 0 {
@@ -42,7 +46,7 @@ func TestTurnsPeers(t *testing.T) {
 	}
 }
 
-// TestWriteTurns: one row per size and connection count, each cell the
+// TestWriteTurns: one row per load and connection count, each cell the
 // median and interval, and a verdict against the Go peers only: ahead
 // where every interval lies above 1, behind where one lies below, level
 // otherwise; the twin and C do not decide it.
@@ -61,21 +65,28 @@ func TestWriteTurns(t *testing.T) {
 		{Kind: "turns", Peer: "uring-twin", Conns: 10, Size: 1024, Result: fig(1.00, 0.98, 1.02)},
 		{Kind: "turns", Peer: "std", Conns: 10, Size: 1024, Err: "std did not start: boom"},
 		{Kind: "turns", Peer: "gnet", Conns: 10, Size: 1024, Result: fig(0.98, 0.97, 0.99)},
+		{Kind: "turns", Peer: "std", Conns: 100, Size: 1024, Scenario: "rpc", Depth: 8, Result: fig(1.20, 1.16, 1.25)},
+		{Kind: "turns", Peer: "gnet", Conns: 100, Size: 1024, Scenario: "rpc", Depth: 8, Result: fig(1.02, 0.99, 1.08)},
+		{Kind: "turns", Peer: "std", Conns: 100, Size: 1024, Scenario: "echo", Depth: 1, Result: fig(1.50, 1.40, 1.60)},
 	}
 	var md, text bytes.Buffer
 	writeTurns(&md, runs, true)
 	writeTurns(&text, runs, false)
 	for _, want := range []string{
-		"| size | conns | uring-twin | std | gnet | c-liburing | verdict |",
-		"| 1024 | 100 | 1.010 (0.970–1.040) | 1.100 (1.050–1.150) | 1.040 (1.010–1.090) | 0.900 (0.850–0.950) | ahead of every Go peer |",
-		"| 1024 | 1000 | 0.990 (0.960–1.030) | 1.100 (1.050–1.150) | 1.020 (0.980–1.060) | - | level with the Go peers |",
-		"| 1024 | 10 | 1.000 (0.980–1.020) | - | 0.980 (0.970–0.990) | - | behind a Go peer |",
+		"| load | conns | uring-twin | std | gnet | c-liburing | verdict |",
+		"| echo 1024 B | 100 | 1.010 (0.970–1.040) | 1.100 (1.050–1.150) | 1.040 (1.010–1.090) | 0.900 (0.850–0.950) | ahead of every Go peer |",
+		"| echo 1024 B | 1000 | 0.990 (0.960–1.030) | 1.100 (1.050–1.150) | 1.020 (0.980–1.060) | - | level with the Go peers |",
+		"| echo 1024 B | 10 | 1.000 (0.980–1.020) | - | 0.980 (0.970–0.990) | - | behind a Go peer |",
+		"| rpc 1024 B, 8 in flight | 100 | - | 1.200 (1.160–1.250) | 1.020 (0.990–1.080) | - | level with the Go peers |",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
 	}
-	if !strings.Contains(text.String(), "1024 B,  100 conns: 1.010 (0.970–1.040), 1.100 (1.050–1.150), 1.040 (1.010–1.090), 0.900 (0.850–0.950), ahead of every Go peer") {
+	if strings.Count(md.String(), "| echo 1024 B | 100 |") != 1 {
+		t.Errorf("a comparison that recorded its load echo ping-pong and one of before that did not are not one row:\n%s", md.String())
+	}
+	if !strings.Contains(text.String(), "echo 1024 B,  100 conns: 1.010 (0.970–1.040), 1.100 (1.050–1.150), 1.040 (1.010–1.090), 0.900 (0.850–0.950), ahead of every Go peer") {
 		t.Errorf("text:\n%s", text.String())
 	}
 	var none bytes.Buffer

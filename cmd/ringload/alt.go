@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +19,8 @@ import (
 )
 
 // Alternating mode (-alt-addr): two servers, each with its own crowd of
-// ping-pong connections, loaded in turns of -alt-period, one turn each per
+// connections (echo or rpc, ping-pong or pipelined: -proto, -depth),
+// loaded in turns of -alt-period, one turn each per
 // pair, in the order A B, B A, A B, ... Only one crowd runs at a time; the
 // other's connections wait, idle, for their turn. Each turn's requests and
 // the server's CPU time over the turn (its threads' schedstat) give that
@@ -34,6 +36,8 @@ type altConfig struct {
 	pids   [2]int
 	conns  int
 	size   int
+	proto  string        // "echo" or "rpc"
+	depth  int           // messages in flight per connection (1: ping-pong)
 	period time.Duration // one turn
 	warmup time.Duration // each server, once, before the first pair
 	pairs  int
@@ -68,10 +72,10 @@ type altSide struct {
 }
 
 // checkAlt says what is wrong with an -alt-addr run's flags.
-func checkAlt(c altConfig, proto string, depth int, rate float64) error {
+func checkAlt(c altConfig, rate float64) error {
 	switch {
-	case proto != "echo" || depth != 1 || rate != 0:
-		return fmt.Errorf("-alt-addr: only -proto echo ping-pong (-depth 1) as fast as replies come (-rate 0); got -proto %s -depth %d -rate %v", proto, depth, rate)
+	case c.proto != "echo" && c.proto != "rpc" || c.depth < 1 || rate != 0:
+		return fmt.Errorf("-alt-addr: only -proto echo or rpc, -depth 1 or more, as fast as replies come (-rate 0); got -proto %s -depth %d -rate %v", c.proto, c.depth, rate)
 	case c.addrs[1] == "" || c.addrs[0] == c.addrs[1]:
 		return fmt.Errorf("-alt-addr %q: want a second server, not -addr %q again", c.addrs[1], c.addrs[0])
 	case c.pids[0] <= 0 || c.pids[1] <= 0:
@@ -114,7 +118,7 @@ func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.run(conn, uint64(id), c.size)
+				s.run(conn, uint64(id), &c)
 			}()
 		}
 	}
@@ -125,7 +129,7 @@ func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 		}
 		wg.Wait()
 	}()
-	res := &benchfmt.TurnsResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, PeriodS: c.period.Seconds()}
+	res := &benchfmt.TurnsResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, Proto: c.proto, Depth: c.depth, PeriodS: c.period.Seconds()}
 	for _, s := range sides {
 		if _, _, err := s.turn(ctx, c.warmup); err != nil {
 			return nil, err
@@ -208,19 +212,22 @@ func (s *altSide) turn(ctx context.Context, d time.Duration) (n uint64, cpuNS in
 	return s.reqs.Load() - n0, cpuNS, nil
 }
 
-// run is one connection: ping-pong during the side's turns, each echo
-// checked, until the run stops or the connection fails.
-func (s *altSide) run(conn net.Conn, id uint64, size int) {
-	wbuf, rbuf := make([]byte, size), make([]byte, size)
-	binary.LittleEndian.PutUint64(wbuf[0:8], id)
-	for i := headerLen; i < size; i++ {
-		wbuf[i] = byte(id*131 + uint64(i)*7 + 1)
-	}
-	for seq := uint64(0); ; seq++ {
+// run is one connection during the side's turns: a batch of c.depth
+// messages laid out as the main mode's (worker.fill), then their replies,
+// each checked, until the run stops or the connection fails. A turn ends
+// between batches, so every request counted was answered within turns.
+func (s *altSide) run(conn net.Conn, id uint64, c *altConfig) {
+	w := &worker{id: id, cfg: &config{size: c.size, proto: c.proto, depth: c.depth}}
+	wbuf := make([]byte, c.depth*w.cfg.wireLen())
+	rbuf := make([]byte, len(wbuf))
+	w.fill(wbuf)
+	for seq := uint64(0); ; seq += uint64(c.depth) {
 		if !s.active.Load() && !s.wait() {
 			return
 		}
-		binary.LittleEndian.PutUint64(wbuf[8:16], seq)
+		for k := range c.depth {
+			binary.LittleEndian.PutUint64(w.payload(wbuf, k)[8:16], seq+uint64(k))
+		}
 		if _, err := conn.Write(wbuf); err != nil {
 			s.fail(err)
 			return
@@ -230,9 +237,9 @@ func (s *altSide) run(conn net.Conn, id uint64, size int) {
 			return
 		}
 		if !bytes.Equal(wbuf, rbuf) && s.verifyErrs.Add(1) == 1 {
-			s.note(fmt.Errorf("conn %d: echo %d differs from the request", id, seq))
+			s.note(errors.New(w.describeMismatch(seq, wbuf, rbuf)))
 		}
-		s.reqs.Add(1)
+		s.reqs.Add(uint64(c.depth))
 		if !s.served.Load() {
 			s.firstServed()
 		}
@@ -316,7 +323,7 @@ func writeAlt(w io.Writer, r *benchfmt.TurnsResult, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(r)
 	}
-	fmt.Fprintf(w, "ringload -alt: %d conns each, %d B echo, %d pairs of %v turns (A B, then B A, ...)\n", r.Conns, r.Size, r.Pairs, time.Duration(r.PeriodS*float64(time.Second)))
+	fmt.Fprintf(w, "ringload -alt: %d conns each, %d B %s, %d in flight per connection, %d pairs of %v turns (A B, then B A, ...)\n", r.Conns, r.Size, r.Proto, r.Depth, r.Pairs, time.Duration(r.PeriodS*float64(time.Second)))
 	for i, name := range []string{"A", "B"} {
 		fmt.Fprintf(w, "%s %-21s pid %-7d %10d requests  %.3f µs server CPU per request\n", name, r.Addrs[i], r.PIDs[i], r.Requests[i], r.CPUusPerReq[i])
 	}

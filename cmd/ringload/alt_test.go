@@ -16,7 +16,7 @@ import (
 // includes the clients': enough to check the bookkeeping).
 func altTestConfig(a, b string) altConfig {
 	pid := os.Getpid()
-	return altConfig{addrs: [2]string{a, b}, pids: [2]int{pid, pid}, conns: 4, size: 256, period: 20 * time.Millisecond, warmup: 10 * time.Millisecond, pairs: 4}
+	return altConfig{addrs: [2]string{a, b}, pids: [2]int{pid, pid}, conns: 4, size: 256, proto: "echo", depth: 1, period: 20 * time.Millisecond, warmup: 10 * time.Millisecond, pairs: 4}
 }
 
 // TestAltLoad: both servers get their turns, every pair gives a ratio,
@@ -51,6 +51,29 @@ func TestAltLoad(t *testing.T) {
 	}
 }
 
+// TestAltPipelinedRPC: length-prefixed messages, eight in flight per
+// connection, every reply checked and every message counted.
+func TestAltPipelinedRPC(t *testing.T) {
+	cfg := altTestConfig(startStd(t, "rpc"), startStd(t, "rpc"))
+	cfg.proto, cfg.depth = "rpc", 8
+	res, err := altLoad(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res.Requests[i] == 0 || res.Requests[i]%8 != 0 {
+			t.Errorf("side %d: %d requests, want a positive multiple of 8 (whole batches)", i, res.Requests[i])
+		}
+	}
+	if res.Pairs != 4 || res.VerifyErrors != 0 || res.Proto != "rpc" || res.Depth != 8 {
+		t.Errorf("%d pairs, %d verify errors (%q), proto %q depth %d", res.Pairs, res.VerifyErrors, res.FirstError, res.Proto, res.Depth)
+	}
+	var out bytes.Buffer
+	if err := writeAlt(&out, res, false); err != nil || !strings.Contains(out.String(), "256 B rpc, 8 in flight") {
+		t.Errorf("text report (%v):\n%s", err, out.String())
+	}
+}
+
 // TestAltDetectsCorruption: a server that flips a byte is caught on its
 // side.
 func TestAltDetectsCorruption(t *testing.T) {
@@ -78,27 +101,35 @@ func TestAltServerHangsUp(t *testing.T) {
 
 // TestCheckAlt: what -alt-addr cannot run is refused with the reason.
 func TestCheckAlt(t *testing.T) {
-	ok := altConfig{addrs: [2]string{"a:1", "b:1"}, pids: [2]int{1, 2}, conns: 1, size: 16, period: time.Second, pairs: 2}
-	if err := checkAlt(ok, "echo", 1, 0); err != nil {
-		t.Fatalf("checkAlt(%+v): %v", ok, err)
+	ok := altConfig{addrs: [2]string{"a:1", "b:1"}, pids: [2]int{1, 2}, conns: 1, size: 16, proto: "echo", depth: 1, period: time.Second, pairs: 2}
+	for _, good := range []func(*altConfig){
+		func(*altConfig) {},
+		func(c *altConfig) { c.proto, c.depth = "rpc", 8 },
+		func(c *altConfig) { c.depth = 16 },
+	} {
+		c := ok
+		good(&c)
+		if err := checkAlt(c, 0); err != nil {
+			t.Errorf("checkAlt(%+v): %v", c, err)
+		}
 	}
 	for _, tc := range []struct {
-		name  string
-		edit  func(*altConfig)
-		proto string
-		depth int
-		want  string
+		name string
+		edit func(*altConfig)
+		rate float64
+		want string
 	}{
-		{"rpc", func(*altConfig) {}, "rpc", 1, "only -proto echo"},
-		{"pipelined", func(*altConfig) {}, "echo", 8, "only -proto echo"},
-		{"same address", func(c *altConfig) { c.addrs[1] = c.addrs[0] }, "echo", 1, "a second server"},
-		{"no pid", func(c *altConfig) { c.pids[1] = 0 }, "echo", 1, "-alt-pid"},
-		{"one pair", func(c *altConfig) { c.pairs = 1 }, "echo", 1, "at least 2 pairs"},
-		{"short", func(c *altConfig) { c.size = 8 }, "echo", 1, "16 bytes"},
+		{"paced", func(*altConfig) {}, 1000, "-rate 0"},
+		{"kv", func(c *altConfig) { c.proto = "kv" }, 0, "-proto echo or rpc"},
+		{"no depth", func(c *altConfig) { c.depth = 0 }, 0, "-depth 1 or more"},
+		{"same address", func(c *altConfig) { c.addrs[1] = c.addrs[0] }, 0, "a second server"},
+		{"no pid", func(c *altConfig) { c.pids[1] = 0 }, 0, "-alt-pid"},
+		{"one pair", func(c *altConfig) { c.pairs = 1 }, 0, "at least 2 pairs"},
+		{"short", func(c *altConfig) { c.size = 8 }, 0, "16 bytes"},
 	} {
 		c := ok
 		tc.edit(&c)
-		if err := checkAlt(c, tc.proto, tc.depth, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := checkAlt(c, tc.rate); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}

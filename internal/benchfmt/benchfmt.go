@@ -242,6 +242,8 @@ type TurnsResult struct {
 	PIDs         [2]int     `json:"server_pids"`
 	Conns        int        `json:"conns"`
 	Size         int        `json:"size"`
+	Proto        string     `json:"proto,omitempty"` // "echo" or "rpc"; empty: echo (before rpc turns)
+	Depth        int        `json:"depth,omitempty"` // messages in flight per connection; 0: 1 (before pipelined turns)
 	PeriodS      float64    `json:"period_s"`
 	Pairs        int        `json:"pairs"`
 	Requests     [2]uint64  `json:"requests"`
