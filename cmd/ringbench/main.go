@@ -153,6 +153,8 @@ type config struct {
 	// turns is how long the default meets each peer in alternating
 	// turns after the matrix (turns.go); 0: not at all.
 	turns time.Duration
+	// turnsPaced adds the paced loads to the turns.
+	turnsPaced bool
 }
 
 // run is main without the exit.
@@ -166,7 +168,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")
 	warmup := fs.Duration("warmup", 300*time.Millisecond, "load before each measurement")
 	duration := fs.Duration("duration", time.Second, "measurement window of each run")
-	turns := fs.Duration("turns", 12*time.Second, "after the matrix, at each saturated load (echo or rpc, rate max) and connection count, load the default server and each peer (and its twin) in alternating half-second turns for this long, both up at once, and report the default over each with an interval (0: skip)")
+	turns := fs.Duration("turns", 12*time.Second, "after the matrix, at each saturated load (echo or rpc, rate max; with -turns-paced, the paced loads too) and connection count, load the default server and each peer (and its twin) in alternating half-second turns for this long, both up at once, and report the default over each with an interval (0: skip)")
+	turnsPaced := fs.Bool("turns-paced", false, "with -turns, the paced loads too (each turn offered the load's rate): CPU per request at a fixed rate, side by side")
 	serverCPUs := fs.String("server-cpus", "", "CPUs for the servers, e.g. 0 or 0-1 (default: the first half of this process's CPUs)")
 	loadCPUs := fs.String("load-cpus", "", "CPUs for the load generator (default: the second half)")
 	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
@@ -223,7 +226,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg := config{
-		out: *out, repeats: *repeats, warmup: *warmup, duration: *duration, charts: *charts, turns: *turns,
+		out: *out, repeats: *repeats, warmup: *warmup, duration: *duration, charts: *charts, turns: *turns, turnsPaced: *turnsPaced,
 		commandLine: strings.TrimSpace("ringbench " + strings.Join(args, " ")),
 	}
 	var err error

@@ -20,7 +20,8 @@ import (
 // and each peer of the run in alternating turns of turnPeriod, both
 // servers up at once, the load generator loading one and then the other
 // (ringload -alt-addr), for D at each saturated load (echo or rpc, ping-pong
-// or pipelined) and connection count. Each pair of turns gives one ratio of the default's requests per
+// or pipelined) and, with -turns-paced, each paced one, at each
+// connection count. Each pair of turns gives one ratio of the default's requests per
 // server CPU-second over the other's; the median of the pairs and its
 // bootstrap interval are the run's sharpest answer to "which does more
 // work per CPU-second": the matrix's runs, seconds apart, catch the
@@ -38,6 +39,7 @@ type turnsRun struct {
 	Size     int                   `json:"size"`
 	Scenario string                `json:"scenario,omitempty"` // "echo" or "rpc"; empty: echo (results of before rpc turns)
 	Depth    int                   `json:"depth,omitempty"`    // in flight per connection; 0: 1
+	Rate     float64               `json:"rate,omitempty"`     // offered req/s; 0: as fast as replies come
 	Err      string                `json:"err,omitempty"`
 	Result   *benchfmt.TurnsResult `json:"result,omitempty"`
 }
@@ -54,14 +56,13 @@ func turnsPeers(servers []server) []server {
 	return out
 }
 
-// turnsLoads are the run's saturated loads (as fast as replies come), the
-// ones turns measure: paced ones are not, since a turn's CPU per request
-// at a fixed rate is a matter of how the pacer's requests fall, not yet
-// measured in turns.
-func turnsLoads(loads []load) []load {
+// turnsLoads are the run's loads that turns measure: the saturated ones
+// (as fast as replies come), and with paced the paced ones too (each turn
+// then offered the load's rate).
+func turnsLoads(loads []load, paced bool) []load {
 	var out []load
 	for _, l := range loads {
-		if l.rate == 0 && !slices.ContainsFunc(out, func(o load) bool { return o.turnsKey() == l.turnsKey() }) {
+		if (l.rate == 0 || paced) && !slices.ContainsFunc(out, func(o load) bool { return o.turnsKey() == l.turnsKey() }) {
 			out = append(out, l)
 		}
 	}
@@ -69,19 +70,20 @@ func turnsLoads(loads []load) []load {
 }
 
 // turnsKey is what tells two loads apart in turns.
-func (l load) turnsKey() turnsLoad { return turnsLoad{l.scenario, l.size, l.depth} }
+func (l load) turnsKey() turnsLoad { return turnsLoad{l.scenario, l.size, l.depth, l.rate} }
 
 // turnsLoad is a comparison's load: a row of the turns table.
 type turnsLoad struct {
 	scenario string
 	size     int
 	depth    int
+	rate     float64
 }
 
 // loadOf is the load a comparison ran: echo ping-pong in results of
 // before rpc and pipelined turns, which did not record it.
 func (run turnsRun) loadOf() turnsLoad {
-	l := turnsLoad{run.Scenario, run.Size, run.Depth}
+	l := turnsLoad{run.Scenario, run.Size, run.Depth, run.Rate}
 	if l.scenario == "" {
 		l.scenario = "echo"
 	}
@@ -90,11 +92,14 @@ func (run turnsRun) loadOf() turnsLoad {
 }
 
 // String is the load as the turns table names it: "echo 1024 B", "rpc
-// 1024 B, 8 in flight".
+// 1024 B, 8 in flight", "echo 1024 B at 8500 req/s".
 func (l turnsLoad) String() string {
 	s := fmt.Sprintf("%s %d B", l.scenario, l.size)
 	if l.depth > 1 {
 		s += fmt.Sprintf(", %d in flight", l.depth)
+	}
+	if l.rate > 0 {
+		s += fmt.Sprintf(" at %.0f req/s", l.rate)
 	}
 	return s
 }
@@ -104,7 +109,7 @@ func turnsCount(cfg *config) int {
 	if !slices.ContainsFunc(cfg.servers, func(s server) bool { return s.name == defaultServer }) {
 		return 0
 	}
-	return len(turnsLoads(cfg.loads)) * len(cfg.conns) * len(turnsPeers(cfg.servers))
+	return len(turnsLoads(cfg.loads, cfg.turnsPaced)) * len(cfg.conns) * len(turnsPeers(cfg.servers))
 }
 
 // runTurns runs every comparison in turns, each for d, records it, says
@@ -115,13 +120,13 @@ func (r *runner) runTurns(ctx context.Context, d time.Duration, log io.Writer) [
 	}
 	def, _ := lookupServer(defaultServer)
 	var runs []turnsRun
-	for _, l := range turnsLoads(r.cfg.loads) {
+	for _, l := range turnsLoads(r.cfg.loads, r.cfg.turnsPaced) {
 		for _, c := range r.cfg.conns {
 			for _, peer := range turnsPeers(r.cfg.servers) {
 				if ctx.Err() != nil {
 					return runs
 				}
-				run := turnsRun{Kind: "turns", Peer: peer.name, Conns: c, Size: l.size, Scenario: l.scenario, Depth: l.depth}
+				run := turnsRun{Kind: "turns", Peer: peer.name, Conns: c, Size: l.size, Scenario: l.scenario, Depth: l.depth, Rate: l.rate}
 				if err := r.turns(ctx, def, peer, &run, d); err != nil {
 					run.Err = err.Error()
 				}
@@ -159,7 +164,7 @@ func (r *runner) turns(ctx context.Context, def, peer server, run *turnsRun, d t
 		"-addr", procs[0].addr, "-server-pid", strconv.Itoa(procs[0].cmd.Process.Pid),
 		"-alt-addr", procs[1].addr, "-alt-pid", strconv.Itoa(procs[1].cmd.Process.Pid),
 		"-conns", strconv.Itoa(run.Conns), "-size", strconv.Itoa(run.Size),
-		"-proto", run.Scenario, "-depth", strconv.Itoa(run.Depth),
+		"-proto", run.Scenario, "-depth", strconv.Itoa(run.Depth), "-rate", strconv.FormatFloat(run.Rate, 'f', -1, 64),
 		"-warmup", cfg.warmup.String(), "-duration", d.String(), "-alt-period", turnPeriod.String(), "-json",
 	}
 	stdout, stderr, err := r.ringload(ctx, 2*cfg.warmup+d, args)

@@ -12,7 +12,8 @@ import (
 )
 
 // TestTurnsPeers: turns meet the twin and the peers, not the default's
-// other variants, and measure every saturated load once, paced ones not.
+// other variants, and measure every saturated load once, paced ones only
+// when asked.
 func TestTurnsPeers(t *testing.T) {
 	servers, err := parseServers("uring,uring-twin,uring-inline,epoll,std,netpoll,gnet,c-liburing")
 	if err != nil {
@@ -30,16 +31,28 @@ func TestTurnsPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, l := range turnsLoads(loads) {
+	for _, l := range turnsLoads(loads, false) {
 		got = append(got, l.turnsKey().String())
 	}
 	if want := []string{"echo 1024 B", "rpc 1024 B, 8 in flight", "echo 512 B, 16 in flight", "echo 512 B"}; !slices.Equal(got, want) {
 		t.Errorf("turns loads %q, want %q", got, want)
 	}
+	got = got[:0]
+	for _, l := range turnsLoads(loads, true) {
+		got = append(got, l.turnsKey().String())
+	}
+	if want := []string{"echo 1024 B", "echo 1024 B at 40000 req/s", "rpc 1024 B, 8 in flight", "echo 512 B, 16 in flight", "echo 512 B"}; !slices.Equal(got, want) {
+		t.Errorf("turns loads with -turns-paced %q, want %q", got, want)
+	}
 	cfg := &config{servers: servers, loads: loads, conns: []int{10, 100}}
 	if n := turnsCount(cfg); n != 4*2*5 {
 		t.Errorf("turnsCount %d, want 40", n)
 	}
+	cfg.turnsPaced = true
+	if n := turnsCount(cfg); n != 5*2*5 {
+		t.Errorf("turnsCount with -turns-paced %d, want 50", n)
+	}
+	cfg.turnsPaced = false
 	cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.name == defaultServer })
 	if n := turnsCount(cfg); n != 0 {
 		t.Errorf("turnsCount without the default %d, want 0", n)
@@ -68,6 +81,7 @@ func TestWriteTurns(t *testing.T) {
 		{Kind: "turns", Peer: "std", Conns: 100, Size: 1024, Scenario: "rpc", Depth: 8, Result: fig(1.20, 1.16, 1.25)},
 		{Kind: "turns", Peer: "gnet", Conns: 100, Size: 1024, Scenario: "rpc", Depth: 8, Result: fig(1.02, 0.99, 1.08)},
 		{Kind: "turns", Peer: "std", Conns: 100, Size: 1024, Scenario: "echo", Depth: 1, Result: fig(1.50, 1.40, 1.60)},
+		{Kind: "turns", Peer: "gnet", Conns: 10, Size: 1024, Scenario: "echo", Depth: 1, Rate: 8500, Result: fig(1.40, 1.30, 1.50)},
 	}
 	var md, text bytes.Buffer
 	writeTurns(&md, runs, true)
@@ -78,6 +92,7 @@ func TestWriteTurns(t *testing.T) {
 		"| echo 1024 B | 1000 | 0.990 (0.960–1.030) | 1.100 (1.050–1.150) | 1.020 (0.980–1.060) | - | level with the Go peers |",
 		"| echo 1024 B | 10 | 1.000 (0.980–1.020) | - | 0.980 (0.970–0.990) | - | behind a Go peer |",
 		"| rpc 1024 B, 8 in flight | 100 | - | 1.200 (1.160–1.250) | 1.020 (0.990–1.080) | - | level with the Go peers |",
+		"| echo 1024 B at 8500 req/s | 10 | - | - | 1.400 (1.300–1.500) | - | ahead of every Go peer |",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())

@@ -29,6 +29,13 @@ import (
 // next (these 2-vCPU guests have regimes that last seconds) then moves
 // both servers of a pair alike, where runs one after the other, seconds
 // apart, each catch a different pace.
+//
+// With a rate (-rate), each turn runs a pacer (pace.go) over the side's
+// connections, so that both servers get the same load, evenly spaced, and
+// the ratio compares their CPU per request at that rate. A connection's
+// batch that the pacer did not send before its turn ended waits for the
+// next turn; one in flight is answered and counted before the turn's CPU
+// time is read.
 
 // altConfig is what -alt-addr runs.
 type altConfig struct {
@@ -38,6 +45,7 @@ type altConfig struct {
 	size   int
 	proto  string        // "echo" or "rpc"
 	depth  int           // messages in flight per connection (1: ping-pong)
+	rate   float64       // requests a second offered to the side whose turn it is; 0: as fast as replies come
 	period time.Duration // one turn
 	warmup time.Duration // each server, once, before the first pair
 	pairs  int
@@ -66,16 +74,25 @@ type altSide struct {
 	first  chan struct{}
 	dead   chan struct{}
 
+	// With a rate: slots holds each connection's place under the turn's
+	// pacer (pace), and over is closed when the pacer has stopped at the
+	// turn's end. pace and over are set under mu before the turn starts.
+	slots []*pacedSlot
+	pace  *pacer
+	over  chan struct{}
+
 	reqs       atomic.Uint64
 	verifyErrs atomic.Uint64
 	firstErr   atomic.Pointer[string]
 }
 
 // checkAlt says what is wrong with an -alt-addr run's flags.
-func checkAlt(c altConfig, rate float64) error {
+func checkAlt(c altConfig) error {
 	switch {
-	case c.proto != "echo" && c.proto != "rpc" || c.depth < 1 || rate != 0:
-		return fmt.Errorf("-alt-addr: only -proto echo or rpc, -depth 1 or more, as fast as replies come (-rate 0); got -proto %s -depth %d -rate %v", c.proto, c.depth, rate)
+	case c.proto != "echo" && c.proto != "rpc" || c.depth < 1:
+		return fmt.Errorf("-alt-addr: only -proto echo or rpc, -depth 1 or more; got -proto %s -depth %d", c.proto, c.depth)
+	case c.rate < 0 || c.rate > 0 && c.period > 0 && c.rate*c.period.Seconds() < float64(2*c.depth):
+		return fmt.Errorf("-alt-addr: -rate %v: want 0 (as fast as replies come) or at least two batches of -depth %d a turn of %v", c.rate, c.depth, c.period)
 	case c.addrs[1] == "" || c.addrs[0] == c.addrs[1]:
 		return fmt.Errorf("-alt-addr %q: want a second server, not -addr %q again", c.addrs[1], c.addrs[0])
 	case c.pids[0] <= 0 || c.pids[1] <= 0:
@@ -95,6 +112,12 @@ func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 		s := &altSide{addr: c.addrs[i], pid: c.pids[i]}
 		s.turnCond, s.idleCond = sync.NewCond(&s.mu), sync.NewCond(&s.mu)
 		s.dead = make(chan struct{})
+		if c.rate > 0 {
+			s.slots = make([]*pacedSlot, c.conns)
+			for i := range s.slots {
+				s.slots[i] = new(pacedSlot) // its connection sets send
+			}
+		}
 		d := net.Dialer{Timeout: 5 * time.Second}
 		for range c.conns {
 			conn, err := d.DialContext(ctx, "tcp", s.addr)
@@ -129,9 +152,9 @@ func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 		}
 		wg.Wait()
 	}()
-	res := &benchfmt.TurnsResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, Proto: c.proto, Depth: c.depth, PeriodS: c.period.Seconds()}
+	res := &benchfmt.TurnsResult{Addrs: c.addrs, PIDs: c.pids, Conns: c.conns, Size: c.size, Proto: c.proto, Depth: c.depth, Rate: c.rate, PeriodS: c.period.Seconds()}
 	for _, s := range sides {
-		if _, _, err := s.turn(ctx, c.warmup); err != nil {
+		if _, _, err := s.turn(ctx, c.warmup, c); err != nil {
 			return nil, err
 		}
 	}
@@ -142,7 +165,7 @@ func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 		}
 		var perCPUs [2]float64
 		for _, i := range order {
-			n, cpu, err := sides[i].turn(ctx, c.period)
+			n, cpu, err := sides[i].turn(ctx, c.period, c)
 			if err != nil {
 				return nil, err
 			}
@@ -171,13 +194,24 @@ func altLoad(ctx context.Context, c altConfig) (*benchfmt.TurnsResult, error) {
 // turn runs the side's connections for d and returns the requests they
 // completed and the server's CPU time from the start of the turn until
 // every connection stopped.
-func (s *altSide) turn(ctx context.Context, d time.Duration) (n uint64, cpuNS int64, err error) {
+func (s *altSide) turn(ctx context.Context, d time.Duration, c altConfig) (n uint64, cpuNS int64, err error) {
 	before, err := sampleProc(s.pid)
 	if err != nil {
 		return 0, 0, fmt.Errorf("server %d (%s): %w", s.pid, s.addr, err)
 	}
 	n0 := s.reqs.Load()
 	s.mu.Lock()
+	if s.slots != nil {
+		// Every connection waits for the turn, none in the pacer's
+		// hands; a turn the last pacer marked due is forgotten.
+		for _, sl := range s.slots {
+			sl.mu.Lock()
+			sl.due = false
+			sl.mu.Unlock()
+		}
+		s.over = make(chan struct{})
+		s.pace = startPacer(s.slots, c.rate/float64(c.depth))
+	}
 	s.first = make(chan struct{})
 	s.served.Store(false)
 	s.active.Store(true)
@@ -196,6 +230,10 @@ func (s *altSide) turn(ctx context.Context, d time.Duration) (n uint64, cpuNS in
 		t.Stop()
 	}
 	s.active.Store(false)
+	if s.pace != nil {
+		s.pace.end() // it sends nothing more
+		close(s.over)
+	}
 	s.mu.Lock()
 	for s.idle < len(s.conns) {
 		s.idleCond.Wait()
@@ -221,6 +259,21 @@ func (s *altSide) run(conn net.Conn, id uint64, c *altConfig) {
 	wbuf := make([]byte, c.depth*w.cfg.wireLen())
 	rbuf := make([]byte, len(wbuf))
 	w.fill(wbuf)
+	var slot *pacedSlot
+	fired := make(chan struct{}, 1)
+	if s.slots != nil {
+		slot = s.slots[id]
+		slot.mu.Lock()
+		slot.send = func() error {
+			_, err := conn.Write(wbuf)
+			select {
+			case fired <- struct{}{}: // paced waits for it
+			default:
+			}
+			return err
+		}
+		slot.mu.Unlock()
+	}
 	for seq := uint64(0); ; seq += uint64(c.depth) {
 		if !s.active.Load() && !s.wait() {
 			return
@@ -228,9 +281,21 @@ func (s *altSide) run(conn net.Conn, id uint64, c *altConfig) {
 		for k := range c.depth {
 			binary.LittleEndian.PutUint64(w.payload(wbuf, k)[8:16], seq+uint64(k))
 		}
-		if _, err := conn.Write(wbuf); err != nil {
-			s.fail(err)
-			return
+		if slot == nil {
+			if _, err := conn.Write(wbuf); err != nil {
+				s.fail(err)
+				return
+			}
+		} else {
+			sent, err := s.paced(slot, fired)
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			if !sent {
+				seq -= uint64(c.depth) // the same batch, next turn
+				continue
+			}
 		}
 		if _, err := io.ReadFull(conn, rbuf); err != nil {
 			s.fail(err)
@@ -244,6 +309,31 @@ func (s *altSide) run(conn net.Conn, id uint64, c *altConfig) {
 			s.firstServed()
 		}
 	}
+}
+
+// paced hands the connection's prepared batch to the turn's pacer and
+// waits until the pacer sent it (true) or the turn ended first (false:
+// the batch was not sent, and the slot is out of the pacer's hands).
+func (s *altSide) paced(slot *pacedSlot, fired chan struct{}) (bool, error) {
+	s.mu.Lock()
+	p, over := s.pace, s.over
+	s.mu.Unlock()
+	slot.ready(p)
+	select {
+	case <-fired:
+	case <-over:
+		// The pacer has stopped: the slot's state says whether it sent
+		// the batch before that.
+		slot.mu.Lock()
+		st := slot.state
+		slot.state, slot.due = slotWaiting, false
+		slot.mu.Unlock()
+		if st != slotInFlight {
+			return false, slot.sendErr()
+		}
+		<-fired
+	}
+	return true, slot.sendErr()
 }
 
 // firstServed closes the turn's first, once.
@@ -323,7 +413,11 @@ func writeAlt(w io.Writer, r *benchfmt.TurnsResult, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(r)
 	}
-	fmt.Fprintf(w, "ringload -alt: %d conns each, %d B %s, %d in flight per connection, %d pairs of %v turns (A B, then B A, ...)\n", r.Conns, r.Size, r.Proto, r.Depth, r.Pairs, time.Duration(r.PeriodS*float64(time.Second)))
+	load := "as fast as replies come"
+	if r.Rate > 0 {
+		load = fmt.Sprintf("%.0f req/s a turn", r.Rate)
+	}
+	fmt.Fprintf(w, "ringload -alt: %d conns each, %d B %s, %d in flight per connection, %s, %d pairs of %v turns (A B, then B A, ...)\n", r.Conns, r.Size, r.Proto, r.Depth, load, r.Pairs, time.Duration(r.PeriodS*float64(time.Second)))
 	for i, name := range []string{"A", "B"} {
 		fmt.Fprintf(w, "%s %-21s pid %-7d %10d requests  %.3f µs server CPU per request\n", name, r.Addrs[i], r.PIDs[i], r.Requests[i], r.CPUusPerReq[i])
 	}

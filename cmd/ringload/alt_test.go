@@ -74,6 +74,34 @@ func TestAltPipelinedRPC(t *testing.T) {
 	}
 }
 
+// TestAltPaced: with a rate, every turn is paced: both sides served,
+// every reply checked, whole batches counted, and a batch the pacer did
+// not send before its turn ended goes in a later turn (the run would hang,
+// or a reply go unmatched, if it did not).
+func TestAltPaced(t *testing.T) {
+	cfg := altTestConfig(startStd(t, "rpc"), startStd(t, "rpc"))
+	// Four connections at 400 req/s in pipelines of two: each turn of
+	// 20 ms sends about four batches, so most connections wait out most
+	// turns with a batch prepared that the pacer never reaches.
+	cfg.proto, cfg.depth, cfg.rate, cfg.pairs = "rpc", 2, 400, 8
+	res, err := altLoad(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res.Requests[i] == 0 || res.Requests[i]%2 != 0 {
+			t.Errorf("side %d: %d requests, want a positive multiple of 2 (whole batches)", i, res.Requests[i])
+		}
+	}
+	if res.Pairs != 8 || res.VerifyErrors != 0 || res.Rate != 400 {
+		t.Errorf("%d pairs, %d verify errors (%q), rate %v", res.Pairs, res.VerifyErrors, res.FirstError, res.Rate)
+	}
+	var out bytes.Buffer
+	if err := writeAlt(&out, res, false); err != nil || !strings.Contains(out.String(), "400 req/s a turn") {
+		t.Errorf("text report (%v):\n%s", err, out.String())
+	}
+}
+
 // TestAltDetectsCorruption: a server that flips a byte is caught on its
 // side.
 func TestAltDetectsCorruption(t *testing.T) {
@@ -106,30 +134,31 @@ func TestCheckAlt(t *testing.T) {
 		func(*altConfig) {},
 		func(c *altConfig) { c.proto, c.depth = "rpc", 8 },
 		func(c *altConfig) { c.depth = 16 },
+		func(c *altConfig) { c.rate = 2 },
 	} {
 		c := ok
 		good(&c)
-		if err := checkAlt(c, 0); err != nil {
+		if err := checkAlt(c); err != nil {
 			t.Errorf("checkAlt(%+v): %v", c, err)
 		}
 	}
 	for _, tc := range []struct {
 		name string
 		edit func(*altConfig)
-		rate float64
 		want string
 	}{
-		{"paced", func(*altConfig) {}, 1000, "-rate 0"},
-		{"kv", func(c *altConfig) { c.proto = "kv" }, 0, "-proto echo or rpc"},
-		{"no depth", func(c *altConfig) { c.depth = 0 }, 0, "-depth 1 or more"},
-		{"same address", func(c *altConfig) { c.addrs[1] = c.addrs[0] }, 0, "a second server"},
-		{"no pid", func(c *altConfig) { c.pids[1] = 0 }, 0, "-alt-pid"},
-		{"one pair", func(c *altConfig) { c.pairs = 1 }, 0, "at least 2 pairs"},
-		{"short", func(c *altConfig) { c.size = 8 }, 0, "16 bytes"},
+		{"negative rate", func(c *altConfig) { c.rate = -1 }, "-rate -1"},
+		{"a batch a turn", func(c *altConfig) { c.rate, c.depth = 10, 8 }, "two batches of -depth 8"},
+		{"kv", func(c *altConfig) { c.proto = "kv" }, "-proto echo or rpc"},
+		{"no depth", func(c *altConfig) { c.depth = 0 }, "-depth 1 or more"},
+		{"same address", func(c *altConfig) { c.addrs[1] = c.addrs[0] }, "a second server"},
+		{"no pid", func(c *altConfig) { c.pids[1] = 0 }, "-alt-pid"},
+		{"one pair", func(c *altConfig) { c.pairs = 1 }, "at least 2 pairs"},
+		{"short", func(c *altConfig) { c.size = 8 }, "16 bytes"},
 	} {
 		c := ok
 		tc.edit(&c)
-		if err := checkAlt(c, tc.rate); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := checkAlt(c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}

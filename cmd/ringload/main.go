@@ -76,7 +76,7 @@
 //
 // -alt-addr B -alt-pid PID compares two servers, -addr (A) and B, in turns
 // (alt.go): each gets -conns connections of its own (-proto echo or rpc,
-// at -depth; not paced), the two crowds run one at a time for -alt-period each, A B then B A and so on,
+// at -depth; with -rate, each turn paced at that rate), the two crowds run one at a time for -alt-period each, A B then B A and so on,
 // and every pair of turns gives one ratio of A's requests per server
 // CPU-second over B's, reported as the median of the pairs with a 95%
 // bootstrap interval. On machines whose pace changes from one second to
@@ -207,7 +207,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	serveStdFlag := fs.Bool("serve-std", false, "run the std net reference echo server on -addr instead, until SIGINT/SIGTERM")
 	bufSize := fs.Int("buf", 16<<10, "with -serve-std: read buffer per connection, 1 KiB to 64 KiB")
-	altAddr := fs.String("alt-addr", "", "a second server: load -addr and this one in turns of -alt-period (A B, B A, ...), each with its own -conns connections, and report each one's server CPU per request and, per pair of turns, A's requests per CPU-second over B's (needs -server-pid and -alt-pid; -proto echo or rpc at any -depth, without -rate)")
+	altAddr := fs.String("alt-addr", "", "a second server: load -addr and this one in turns of -alt-period (A B, B A, ...), each with its own -conns connections, and report each one's server CPU per request and, per pair of turns, A's requests per CPU-second over B's (needs -server-pid and -alt-pid; -proto echo or rpc at any -depth; with -rate, each turn is offered that rate)")
 	altPID := fs.Int("alt-pid", 0, "with -alt-addr: the second server's process")
 	altPeriod := fs.Duration("alt-period", 500*time.Millisecond, "with -alt-addr: one turn; -duration holds -duration/(2*period) pairs of turns, after a -warmup turn each")
 	if err := fs.Parse(args); err != nil {
@@ -287,11 +287,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *altAddr != "" {
-		ac := altConfig{addrs: [2]string{*addr, *altAddr}, pids: [2]int{*serverPID, *altPID}, conns: *conns, size: *size, proto: *proto, depth: *depth, period: *altPeriod, warmup: *warmup}
+		ac := altConfig{addrs: [2]string{*addr, *altAddr}, pids: [2]int{*serverPID, *altPID}, conns: *conns, size: *size, proto: *proto, depth: *depth, rate: *rate, period: *altPeriod, warmup: *warmup}
 		if *altPeriod > 0 {
 			ac.pairs = int(*duration / (2 * *altPeriod))
 		}
-		if err := checkAlt(ac, *rate); err != nil {
+		if err := checkAlt(ac); err != nil {
 			fmt.Fprintln(stderr, "ringload:", err)
 			return 2
 		}

@@ -244,6 +244,7 @@ type TurnsResult struct {
 	Size         int        `json:"size"`
 	Proto        string     `json:"proto,omitempty"` // "echo" or "rpc"; empty: echo (before rpc turns)
 	Depth        int        `json:"depth,omitempty"` // messages in flight per connection; 0: 1 (before pipelined turns)
+	Rate         float64    `json:"rate,omitempty"`  // requests a second offered in a turn; 0: as fast as replies come
 	PeriodS      float64    `json:"period_s"`
 	Pairs        int        `json:"pairs"`
 	Requests     [2]uint64  `json:"requests"`
