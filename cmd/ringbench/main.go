@@ -252,6 +252,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad(fmt.Errorf("-duration %v: want at least 100ms", cfg.duration))
 	case cfg.turns != 0 && cfg.turns < 2*turnPeriod*2:
 		return bad(fmt.Errorf("-turns %v: want 0 (none) or at least %v (two pairs of %v turns)", cfg.turns, 2*turnPeriod*2, turnPeriod))
+	case cfg.turnsPaced && cfg.turns == 0:
+		return bad(errors.New("-turns-paced adds the paced loads to the turns, and -turns 0 runs none: give -turns a duration"))
 	case cfg.out == "":
 		return bad(errors.New("-out is empty"))
 	}

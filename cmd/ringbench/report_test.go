@@ -188,6 +188,7 @@ func TestParseFlags(t *testing.T) {
 		{"-servers", "iocp"}, {"-conns", "0"}, {"-loads", "x"}, {"-repeats", "0"},
 		{"-duration", "1ms"}, {"-warmup", "-1s"}, {"-server-cpus", "x"}, {"-out", ""}, {"stray"},
 		{"-udp", "-udp-rate", "1000", "-udp-client", "rust"}, {"-udp", "-udp-client", "c"},
+		{"-turns", "1s"}, {"-turns", "0", "-turns-paced"},
 	} {
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("run(%q) exit %d, want 2", args, code)
