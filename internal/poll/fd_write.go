@@ -60,7 +60,7 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 	fd.outMu.Unlock()
 	if held <= fd.cfg.OutputLowWater {
 		fd.signalWritable()
-		if fd.Hooks != nil && fd.Hooks.OutputDrained() {
+		if fd.NoBlock && fd.Hooks != nil && fd.Hooks.OutputDrained() {
 			// It ran an inline handler, which may have queued more: the
 			// caller must not take the queue for empty and finish a close.
 			empty = empty && !fd.OutputPending()

@@ -61,3 +61,34 @@ func TestOutputMarkCountsHeldBytes(t *testing.T) {
 		t.Errorf("Write after the reply was freed returned (%d, %v), want (1, nil)", n, err)
 	}
 }
+
+// drainHooks counts OutputDrained calls.
+type drainHooks struct{ drained int }
+
+func (*drainHooks) InputArrived()         {}
+func (h *drainHooks) OutputDrained() bool { h.drained++; return false }
+func (*drainHooks) Finalized()            {}
+
+// TestOutputDrainedOnlyNoBlock: a send that drains the queue tells the
+// hooks only of an FD whose user runs on the loop (NoBlock); the others'
+// users wait on the FD, and the call would read their state for nothing.
+func TestOutputDrainedOnlyNoBlock(t *testing.T) {
+	for _, noBlock := range []bool{false, true} {
+		fd, _, _ := lifeFD(t)
+		h := new(drainHooks)
+		fd.Hooks, fd.NoBlock = h, noBlock
+		out := new(buf.LinkBuffer)
+		out.Append(make([]byte, 1024))
+		if err := fd.WriteBuffer(out); err != nil {
+			t.Fatalf("NoBlock %v: queueing 1 KiB: %v", noBlock, err)
+		}
+		fd.OutputSent(1024) // play the loop: it all went out
+		want := 0
+		if noBlock {
+			want = 1
+		}
+		if h.drained != want {
+			t.Errorf("NoBlock %v: OutputDrained called %d times, want %d", noBlock, h.drained, want)
+		}
+	}
+}

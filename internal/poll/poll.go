@@ -107,8 +107,11 @@ type Hooks interface {
 	// input ended. It must not block.
 	InputArrived()
 	// OutputDrained runs on the loop goroutine each time sent output
-	// leaves the queue at or under the output low-water mark. It must not
-	// block, and reports whether it may have queued output.
+	// leaves the queue at or under the output low-water mark, for an FD
+	// whose user runs on the loop (NoBlock) only: the others' users wait
+	// on the FD itself, and a call per send would read the user's state
+	// for nothing. It must not block, and reports whether it may have
+	// queued output.
 	OutputDrained() bool
 	// Finalized runs once, after the descriptor is closed and the buffers
 	// freed, on the goroutine that let go last.
