@@ -50,8 +50,34 @@ func (b *pBudget) take() bool {
 }
 
 // RefreshProcs makes the loops read GOMAXPROCS again at their next wait,
-// rather than within procsRefresh (tests that change GOMAXPROCS call it).
-func RefreshProcs() { keptPs.checked.Store(0) }
+// rather than within procsRefresh or procsTurns (tests that change
+// GOMAXPROCS call it).
+func RefreshProcs() {
+	keptPs.checked.Store(0)
+	procsEpoch.Add(1)
+}
+
+// procsEpoch counts RefreshProcs calls; a loop that sees it change reads
+// GOMAXPROCS again (spareP).
+var procsEpoch atomic.Uint32
+
+// procsTurns is how many turns a loop goes on its own copy of GOMAXPROCS
+// (spareP): a turn that reads the clock to age the shared copy costs a
+// clock read per sleep, and with GOMAXPROCS=1, where no loop may nap,
+// that is all the check ever does.
+const procsTurns = 1024
+
+// spareP reports whether GOMAXPROCS, as the loop last read it, leaves a P
+// to spare for a nap. It is only a first look: take decides, on a fresh
+// enough copy. With one P it is false, and the loop neither times its
+// sleeps nor asks the budget, which would read the clock each time.
+func (l *loop) spareP() bool {
+	if e := procsEpoch.Load(); e != l.procsEpoch || l.turns-l.procsTurn >= procsTurns || l.procsTurn == 0 {
+		l.procsEpoch, l.procsTurn = e, l.turns
+		l.procs = keptPs.limit()
+	}
+	return l.procs > 1
+}
 
 // give returns a P that take reserved.
 func (b *pBudget) give() { b.n.Add(-1) }

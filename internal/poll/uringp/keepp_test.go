@@ -35,3 +35,32 @@ func TestPBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestSpareP: a loop reads GOMAXPROCS on its first look, then goes on its
+// copy for procsTurns turns, or until RefreshProcs, and sees a change
+// after either.
+func TestSpareP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer RefreshProcs()
+	runtime.GOMAXPROCS(2)
+	RefreshProcs()
+	l := &loop{turns: 1}
+	if !l.spareP() {
+		t.Fatal("GOMAXPROCS=2: no P to spare on the first look")
+	}
+	runtime.GOMAXPROCS(1)
+	keptPs.checked.Store(0) // the shared copy reads GOMAXPROCS when next asked: only the loop's own copy can be old
+	l.turns += procsTurns - 1
+	if !l.spareP() {
+		t.Fatal("the loop read GOMAXPROCS again before procsTurns turns")
+	}
+	l.turns++
+	if l.spareP() {
+		t.Fatal("GOMAXPROCS=1: a P to spare after procsTurns turns")
+	}
+	runtime.GOMAXPROCS(2)
+	RefreshProcs()
+	if !l.spareP() {
+		t.Fatal("GOMAXPROCS=2 and RefreshProcs: the loop did not read it again")
+	}
+}

@@ -62,8 +62,13 @@ type loop struct {
 	// napping: a parked loop that expects its next completion soon may
 	// wait for it in io_uring_enter on a P it keeps (nap.go); napNext: its
 	// last sleep was short.
-	napping    bool
-	napNext    bool
+	napping bool
+	napNext bool
+	// procs is GOMAXPROCS as the loop last read it, at turn procsTurn,
+	// with RefreshProcs' count at procsEpoch (spareP, keepp.go).
+	procs      int32
+	procsEpoch uint32
+	procsTurn  int
 	readyLooks int // readyToRun's calls in this park
 	// tid is the thread the loop was last seen on; thread counts the
 	// changes (wrapping) and settled the looks since the last (park.go).

@@ -46,7 +46,7 @@ const napFor = 10 * time.Millisecond
 // mayNap reports whether the loop naps at this sleep; if so, it has taken
 // a P from keptPs, which the caller gives back after the nap.
 func (l *loop) mayNap() bool {
-	return l.napping && l.napNext && l.blockers > 0 && l.sleepyFiles == 0 && keptPs.take()
+	return l.napping && l.napNext && l.blockers > 0 && l.sleepyFiles == 0 && l.spareP() && keptPs.take()
 }
 
 // nap waits in io_uring_enter, keeping the loop's P, for a completion or

@@ -130,7 +130,7 @@ func (l *loop) park() time.Duration {
 	}
 	l.stats.Parks.Add(1)
 	// Only a loop that may nap needs to know how long it slept.
-	timing := l.napping && l.blockers > 0
+	timing := l.napping && l.blockers > 0 && l.spareP()
 	var start time.Time
 	if timing {
 		start = time.Now()
