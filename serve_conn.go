@@ -23,11 +23,9 @@ type connTask Conn
 func (t *connTask) Run() { (*Conn)(t).serve() }
 
 // OutputDrained implements poll.Hooks: an inline handler held back by
-// full output runs again.
-func (h *connHooks) OutputDrained() bool {
-	c := (*Conn)(h)
-	return c.inline() && c.outputDrained()
-}
+// full output runs again. poll calls it only for NoBlock FDs, which are
+// exactly the inline handlers' (newConn).
+func (h *connHooks) OutputDrained() bool { return (*Conn)(h).outputDrained() }
 
 // Finalized implements poll.Hooks: the connection runs its close
 // callbacks, leaves its Server and drops its reference to the engine.
