@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringpoll/ringpoll/internal/benchfmt"
 )
 
 // altTestConfig loads a and b, both measured as this process (whose CPU
@@ -51,6 +53,17 @@ func TestAltLoad(t *testing.T) {
 	}
 }
 
+// wantWholeBatches checks that each side counted a positive number of
+// whole batches of depth requests.
+func wantWholeBatches(t *testing.T, res *benchfmt.TurnsResult, depth uint64) {
+	t.Helper()
+	for i := range 2 {
+		if res.Requests[i] == 0 || res.Requests[i]%depth != 0 {
+			t.Errorf("side %d: %d requests, want a positive multiple of %d (whole batches)", i, res.Requests[i], depth)
+		}
+	}
+}
+
 // TestAltPipelinedRPC: length-prefixed messages, eight in flight per
 // connection, every reply checked and every message counted.
 func TestAltPipelinedRPC(t *testing.T) {
@@ -60,11 +73,7 @@ func TestAltPipelinedRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if res.Requests[i] == 0 || res.Requests[i]%8 != 0 {
-			t.Errorf("side %d: %d requests, want a positive multiple of 8 (whole batches)", i, res.Requests[i])
-		}
-	}
+	wantWholeBatches(t, res, 8)
 	if res.Pairs != 4 || res.VerifyErrors != 0 || res.Proto != "rpc" || res.Depth != 8 {
 		t.Errorf("%d pairs, %d verify errors (%q), proto %q depth %d", res.Pairs, res.VerifyErrors, res.FirstError, res.Proto, res.Depth)
 	}
@@ -88,11 +97,7 @@ func TestAltPaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if res.Requests[i] == 0 || res.Requests[i]%2 != 0 {
-			t.Errorf("side %d: %d requests, want a positive multiple of 2 (whole batches)", i, res.Requests[i])
-		}
-	}
+	wantWholeBatches(t, res, 2)
 	if res.Pairs != 8 || res.VerifyErrors != 0 || res.Rate != 400 {
 		t.Errorf("%d pairs, %d verify errors (%q), rate %v", res.Pairs, res.VerifyErrors, res.FirstError, res.Rate)
 	}
