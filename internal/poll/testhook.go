@@ -1,0 +1,60 @@
+package poll
+
+import "sync/atomic"
+
+// HookPoint names a place in the library where a test may stop the
+// goroutine that reached it, to force an interleaving that the scheduler
+// would produce only now and then (in the manner of the hooks of Go's
+// net/http tests). A hook runs only while a test has set one; otherwise a
+// point costs one atomic load.
+type HookPoint uint8
+
+// The hook points. Each says which goroutine reaches it and what has just
+// happened there.
+const (
+	// HookNone is no point; tests use it as a zero value.
+	HookNone HookPoint = iota
+	// HookDrainExpired: the loop found that fd's drain deadline passed
+	// with output still queued, and is about to tear the connection down.
+	HookDrainExpired
+	// HookOutputDrained: the loop's send emptied fd's output queue, and
+	// it is about to hand output back to writers (or finish a close).
+	HookOutputDrained
+	// HookCloseQueued: Close saw output queued and handed the connection
+	// to the loop to drain.
+	HookCloseQueued
+	// HookInputLinked: the loop linked received bytes into fd's input
+	// and is about to tell the reader.
+	HookInputLinked
+	// HookHandlerReturned: a Server's handler returned for fd, and the
+	// Server is about to release its input and decide what comes next.
+	HookHandlerReturned
+	// HookShutdownQuiet: Server.Shutdown found fd quiet (no handler
+	// running) and is about to half-close it.
+	HookShutdownQuiet
+)
+
+// testHook is the hook a test set, or nil.
+var testHook atomic.Pointer[func(HookPoint, *FD)]
+
+// SetTestHook makes f run at every hook point, on the goroutine that
+// reached it, with the connection concerned (nil where there is none),
+// until the returned function restores the hook that was set before.
+// Tests only: f must let every goroutine other than the one it means to
+// stop go on at once, since every connection of the process reaches the
+// points.
+func SetTestHook(f func(HookPoint, *FD)) (restore func()) {
+	old := testHook.Swap(&f)
+	return func() { testHook.Store(old) }
+}
+
+// hook runs the test hook, if any, at point p for fd.
+func hook(p HookPoint, fd *FD) {
+	if h := testHook.Load(); h != nil {
+		(*h)(p, fd)
+	}
+}
+
+// Hook runs the test hook, if any, at point p for fd: for the engines and
+// the root package, whose points are named here too.
+func Hook(p HookPoint, fd *FD) { hook(p, fd) }
