@@ -327,7 +327,6 @@ func (fd *FD) takeView(skip, n int, consume bool) (b, view []byte, err error) {
 	}
 	fd.skipTaken(skip)
 	if n > 0 {
-		fd.inHeld = true
 		if consume {
 			b = fd.in.Next(n)
 		} else {
@@ -335,6 +334,11 @@ func (fd *FD) takeView(skip, n int, consume bool) (b, view []byte, err error) {
 		}
 	}
 	view = fd.in.Front()
+	if len(b) > 0 || len(view) > 0 {
+		// The view is input memory too, whatever n was: Next(0) hands
+		// it out as surely as Next(1).
+		fd.inHeld = true
+	}
 	fd.unlockInput()
 	return b, view, nil
 }
@@ -435,8 +439,12 @@ func (fd *FD) Release() {
 // The small accessors below unlock by hand rather than by defer: they run
 // several times per request.
 
-// Len returns the number of input bytes readable without blocking.
+// Len returns the number of input bytes readable without blocking: none
+// once Close was called, since every read fails from then on.
 func (fd *FD) Len() int {
+	if fd.Closing() {
+		return 0
+	}
 	if n := fd.inLen.Load(); n >= 0 {
 		return int(n)
 	}
