@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -303,7 +304,7 @@ func TestCloseDrainsOutput(t *testing.T) {
 			})
 			t.Run(string(side)+"/drain-timeout", func(t *testing.T) {
 				const drain = 100 * time.Millisecond
-				c, _ := tsPair(t, e, "tcp", side, WithDrainTimeout(drain), WithOutputHighWater(high))
+				c, peer := tsPair(t, e, "tcp", side, WithDrainTimeout(drain), WithOutputHighWater(high))
 				c.SetWriteDeadline(time.Now().Add(tsTimeout))
 				if _, err := c.Write(data); err != nil {
 					t.Fatalf("Write: %v", err)
@@ -329,7 +330,15 @@ func TestCloseDrainsOutput(t *testing.T) {
 						t.Errorf("LoopStats.DrainsExpired went from %d to %d: the cut-short drain was not counted", before, after)
 					}
 				case <-time.After(tsTimeout):
-					t.Errorf("the descriptor was not closed %v after Close with a %v drain timeout", tsTimeout, drain)
+					t.Fatalf("the descriptor was not closed %v after Close with a %v drain timeout", tsTimeout, drain)
+				}
+				// The bytes dropped when the drain gave up are not a
+				// complete stream: the peer, reading only now, must be
+				// told by a reset, never by a clean EOF.
+				peer.SetReadDeadline(time.Now().Add(tsTimeout))
+				got, err := io.Copy(io.Discard, peer)
+				if !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("the peer read %d of %d bytes, then %v; want ECONNRESET after an expired drain", got, size, err)
 				}
 			})
 		}

@@ -270,7 +270,9 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 // the writing side is shut down before Close returns, so the peer reads
 // EOF at once; queued output is sent first, for up to the drain timeout
 // (WithDrainTimeout), as the kernel sends what a closed net.Conn left in
-// its buffer. The descriptor itself is closed as soon as the engine's
+// its buffer; if the drain timeout passes first, the rest is dropped and
+// the connection reset, so that the peer does not take a cut stream for a
+// complete one. The descriptor itself is closed as soon as the engine's
 // requests on it have ended. Slices the Reader handed out stay valid and
 // keep their bytes, whoever closes the connection and whenever (see
 // Reader).

@@ -198,6 +198,7 @@ func TestInlineCloseAfterDrain(t *testing.T) {
 				needUring(t)
 			}
 			ln := listen(t, e, "tcp", WithDrainTimeout(2*tsTimeout)) // not the client's pace (TestStressBulkEcho)
+			defer tsNoDrainExpired(t, ln)()
 			tsServeHandler(t, ln, tsEchoHandler, WithInlineHandler())
 			for round := range rounds {
 				c := tsDialRing(t, e, "tcp", ln.Addr().String())

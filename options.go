@@ -178,9 +178,11 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithDrainTimeout bounds how long a closed connection keeps sending the
-// output it had queued; after it the socket is closed and the rest dropped
-// (LoopStats.DrainsExpired counts those connections): a peer that reads
-// slower than that loses the end of the stream. Default:
+// output it had queued. If the peer has not taken it all by then, the rest
+// is dropped and the TCP connection is reset (SO_LINGER 0), not closed
+// with a FIN, so that the peer reads ECONNRESET instead of a short stream
+// that looks complete (a Unix socket has no reset: its peer reads EOF).
+// LoopStats.DrainsExpired counts those connections. Default:
 // DefaultDrainTimeout (5 s).
 func WithDrainTimeout(d time.Duration) Option {
 	return func(c *config) { c.setDuration(&c.drain, "WithDrainTimeout", d) }

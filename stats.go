@@ -74,7 +74,7 @@ type LoopStats struct {
 	Accepts uint64
 	// DrainsExpired counts closed connections whose queued output did not
 	// reach the peer within the drain timeout (WithDrainTimeout): the rest
-	// was dropped and the socket closed. A peer that stops reading causes
+	// was dropped and the connection reset. A peer that stops reading causes
 	// it; so does a drain timeout too short for a slow reader.
 	DrainsExpired uint64
 	// BytesIn and BytesOut count bytes the loop received and sent (bytes

@@ -489,9 +489,10 @@ func TestStressBulkEcho(t *testing.T) {
 				// The server closes once it has queued the last echo: its
 				// drain timeout must not bound how slowly a client,
 				// hashing 16 MiB under the race detector on a loaded
-				// machine, reads the rest (a 5 s default cut an echo
-				// short in CI once; LoopStats.DrainsExpired counts it).
+				// machine, reads the rest. An expired drain would reset
+				// the connection; none may expire.
 				ln := listen(t, e, r.network, WithDrainTimeout(2*tsTimeout))
+				defer tsNoDrainExpired(t, ln)()
 				tsServeEcho(t, ln, r.style)
 				errs := make(chan error, conns)
 				for i := range conns {
@@ -517,6 +518,27 @@ func TestStressBulkEcho(t *testing.T) {
 			})
 		}
 	})
+}
+
+// tsNoDrainExpired returns a check, to run once ln's connections are done,
+// that none of them was closed with its output cut short by the drain
+// timeout since the call (the engine's loops may have served other tests
+// before).
+func tsNoDrainExpired(t testing.TB, ln *Listener) func() {
+	t.Helper()
+	expired := func() (n uint64) {
+		for _, s := range ln.Stats() {
+			n += s.DrainsExpired
+		}
+		return n
+	}
+	before := expired()
+	return func() {
+		t.Helper()
+		if n := expired() - before; n != 0 {
+			t.Errorf("%d drains expired: output queued at Close was cut short (server loops: %v)", n, ln.Stats())
+		}
+	}
 }
 
 // tsNeedNoFile makes sure the soft RLIMIT_NOFILE is at least need, raising

@@ -182,6 +182,7 @@ var ufTinyRings = []struct {
 func ufTinyRing(t *testing.T, e Engine, size int, style tsStyle, data [][]byte) {
 	const clients = 8
 	ln := listen(t, e, "tcp", WithBufferRing(4, size), WithLoops(1), WithDrainTimeout(2*tsTimeout))
+	defer tsNoDrainExpired(t, ln)()
 	before := ufStats(ln) // the engine may linger from the last subtest
 	dry := make(chan struct{})
 	conn, handler := ufGatedEcho(func(*Conn) {
@@ -1031,6 +1032,7 @@ func TestUringPauseByCancel(t *testing.T) {
 		for _, style := range tsBlockingStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
 				ln := listen(t, e, "tcp", withoutRecvLimit(), WithInputHighWater(64<<10), WithBufferRing(64, 16<<10), WithLoops(1), WithDrainTimeout(2*tsTimeout))
+				defer tsNoDrainExpired(t, ln)()
 				before := ufStats(ln)
 				// The reader starts once input reached the mark and the
 				// paused recv ended (by a cancel, or the ring ran dry), so

@@ -195,6 +195,19 @@ func (fd *FD) Close() error {
 	return nil
 }
 
+// ExpireDrain is for a loop whose drain of fd's output, after Close, ran
+// past the drain deadline: the bytes still queued will never be sent, so
+// the connection is to end with a reset (SO_LINGER 0) rather than a FIN,
+// and the peer learns that the stream was cut instead of reading a short
+// one that looks complete. A Unix socket has no reset: its peer reads EOF.
+// The loop calls it before it lets go, while its reference keeps the
+// descriptor open, and counts the expiry in stats.
+func (fd *FD) ExpireDrain(stats *Stats) {
+	hook(HookDrainExpired, fd)
+	stats.DrainsExpired.Add(1)
+	resetOnClose(fd.Sysfd)
+}
+
 // LimitInput lowers the input high-water mark to at most n bytes (the low
 // mark to half of it), for an engine whose input memory is a shared pool.
 // Call it before Register.

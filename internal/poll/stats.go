@@ -59,7 +59,8 @@ type Stats struct {
 	// Accepts counts connections accepted by the loop.
 	Accepts atomic.Uint64
 	// DrainsExpired counts closed connections whose queued output the
-	// drain timeout cut short: the rest was dropped.
+	// drain timeout cut short: the rest was dropped and the connection
+	// reset (FD.ExpireDrain).
 	DrainsExpired atomic.Uint64
 	// BytesIn and BytesOut count payload bytes received and sent by the
 	// loop (bytes writers send themselves are not counted).

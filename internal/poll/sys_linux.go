@@ -143,6 +143,13 @@ func result(op string, n int, err error) (int, error) {
 	return 0, os.NewSyscallError(op, err)
 }
 
+// resetOnClose makes the socket's close send a reset, not a FIN, and drop
+// what it did not send (SO_LINGER on, 0 seconds: socket(7)). A socket with
+// no linger, a Unix socket, refuses nothing but resets nothing either.
+func resetOnClose(sysfd int) {
+	unix.SetsockoptLinger(sysfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+}
+
 // Shutdown shuts down one side of the socket.
 func Shutdown(sysfd, how int) error {
 	return os.NewSyscallError("shutdown", unix.Shutdown(sysfd, how))

@@ -25,6 +25,8 @@ func Sendv(int, [][]byte, *Iovecs) (int, error) { return 0, errors.ErrUnsupporte
 // Read returns errors.ErrUnsupported.
 func Read(int, []byte) (int, error) { return 0, errors.ErrUnsupported }
 
+func resetOnClose(int) {}
+
 // Shutdown returns errors.ErrUnsupported.
 func Shutdown(int, int) error { return errors.ErrUnsupported }
 

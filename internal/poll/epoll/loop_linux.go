@@ -327,7 +327,7 @@ func (l *loop) expireDrains() {
 	now := time.Now()
 	for fd, t := range l.draining {
 		if !now.Before(t) {
-			l.stats.DrainsExpired.Add(1)
+			fd.ExpireDrain(&l.stats)
 			l.detach(fd)
 		}
 	}

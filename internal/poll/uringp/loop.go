@@ -714,7 +714,7 @@ func (l *loop) expire() {
 	}
 	for c, t := range l.draining {
 		if !now.Before(t) {
-			l.stats.DrainsExpired.Add(1)
+			c.fd.ExpireDrain(&l.stats)
 			l.teardown(c)
 		}
 	}
