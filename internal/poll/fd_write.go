@@ -58,6 +58,9 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 		}
 	}
 	fd.outMu.Unlock()
+	if empty {
+		hook(HookOutputDrained, fd)
+	}
 	if held <= fd.cfg.OutputLowWater {
 		fd.signalWritable()
 		if fd.NoBlock && fd.Hooks != nil && fd.Hooks.OutputDrained() {
