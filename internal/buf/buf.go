@@ -61,6 +61,10 @@ type LinkBuffer struct {
 
 	length int // readable bytes
 	held   int // bytes not yet released: sum of w-off over linked nodes
+	// owned counts the linked nodes whose memory an owner lends (told
+	// nodes: an io_uring provided buffer, or a view of one), so that a
+	// connection can tell how much of its loop's receive memory it pins.
+	owned int
 
 	// Producer-only state, touched by WriteSpace without the mutex.
 	pending  *node // node prepared by WriteSpace, linked by Commit
@@ -119,6 +123,16 @@ func (b *LinkBuffer) Held() int {
 		return 0
 	}
 	return b.held
+}
+
+// Owned returns the number of nodes b links whose memory an owner lent it
+// (AppendRef with an owner, and the views Share made of those): each pins
+// that memory until b frees it. A nil buffer links none.
+func (b *LinkBuffer) Owned() int {
+	if b == nil {
+		return 0
+	}
+	return b.owned
 }
 
 // panicRange reports a size argument out of range. It is kept out of line so
@@ -318,6 +332,9 @@ func (b *LinkBuffer) Shrink() {
 		return // the producer may be writing into its free area
 	}
 	b.head, b.read, b.tail = nil, nil, nil
+	if t.told() {
+		b.owned--
+	}
 	freeNode(t)
 }
 

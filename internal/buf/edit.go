@@ -77,6 +77,9 @@ func (b *LinkBuffer) InsertRef(p []byte, remain int, owner Owner) {
 	}
 	ins := b.refNode(p, owner)
 	ins.next = n
+	if ins.told() {
+		b.owned++
+	}
 	first := ins
 	if pos > 0 {
 		// n's readable bytes before the point move to a view of their
@@ -86,6 +89,9 @@ func (b *LinkBuffer) InsertRef(p []byte, remain int, owner Owner) {
 		k := n.r + pos
 		a, _ := view(n, n.r, k)
 		a.next = ins
+		if a.told() {
+			b.owned++
+		}
 		first = a
 		n.off += k - n.r
 		n.r = k
@@ -128,5 +134,5 @@ func (b *LinkBuffer) Concat(src *LinkBuffer) {
 		n = next
 	}
 	src.head, src.read, src.tail = nil, nil, nil
-	src.length, src.held = 0, 0
+	src.length, src.held, src.owned = 0, 0, 0
 }

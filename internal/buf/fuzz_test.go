@@ -221,6 +221,24 @@ func (m *fuzzModel) step(r *opReader) {
 	if b.Len() != len(m.data) || b.Held() < b.Len() {
 		t.Fatalf("op %d: Len %d Held %d, model %d", op%fuzzOps, b.Len(), b.Held(), len(m.data))
 	}
+	checkOwned(t, b, op%fuzzOps)
+	for _, s := range m.slices {
+		checkOwned(t, s.b, op%fuzzOps)
+	}
+}
+
+// checkOwned fails unless b's Owned is the number of told nodes it links.
+func checkOwned(t *testing.T, b *LinkBuffer, op int) {
+	t.Helper()
+	n := 0
+	for x := b.head; x != nil; x = x.next {
+		if x.told() {
+			n++
+		}
+	}
+	if b.Owned() != n {
+		t.Fatalf("op %d: Owned %d, but %d told nodes are linked", op, b.Owned(), n)
+	}
 }
 
 // refLimit returns the stream offset the model must have consumed before

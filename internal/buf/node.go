@@ -142,9 +142,16 @@ type Counter interface {
 	Counts() bool
 }
 
-// free frees n as freeNode does, but keeps a ref node's struct as the
-// buffer's spare when it has none.
+// told reports whether n's memory is lent by an owner that hears when n
+// is freed (LinkBuffer.Owned counts such nodes).
+func (n *node) told() bool { return n.class == classRef && n.owner != nil }
+
+// free frees n, which b linked, as freeNode does, but keeps a ref node's
+// struct as the buffer's spare when it has none.
 func (b *LinkBuffer) free(n *node) {
+	if n.told() {
+		b.owned--
+	}
 	if n.class != classRef || b.spare != nil {
 		freeNode(n)
 		return

@@ -121,6 +121,7 @@ func (b *LinkBuffer) AdoptRefs(src *LinkBuffer, min int) {
 				base := uintptr(unsafe.Pointer(unsafe.SliceData(m.buf)))
 				if lo >= base && hi <= base+uintptr(cap(m.buf)) {
 					n.owner = share(m)
+					b.owned++
 					break
 				}
 			}

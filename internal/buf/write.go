@@ -84,6 +84,9 @@ func (b *LinkBuffer) link(p *node) {
 	b.tail = p
 	b.length += p.w - p.r
 	b.held += p.w - p.off
+	if p.told() {
+		b.owned++
+	}
 }
 
 // dropSpace cancels an outstanding WriteSpace: Append and AppendRef change
@@ -145,7 +148,7 @@ func (b *LinkBuffer) Splice(src *LinkBuffer) {
 		n = next
 	}
 	src.head, src.read, src.tail = nil, nil, nil
-	src.length, src.held = 0, 0
+	src.length, src.held, src.owned = 0, 0, 0
 }
 
 // movable reports whether Splice moves n into b rather than copying it.
@@ -167,7 +170,9 @@ func (b *LinkBuffer) movable(n *node) bool {
 func (b *LinkBuffer) ShareRefs(share func(p []byte) Owner) {
 	for n := b.read; n != nil; n = n.next {
 		if n.class == classRef && n.owner == nil && n.r == 0 && n.w > 0 {
-			n.owner = share(n.buf[:n.w])
+			if n.owner = share(n.buf[:n.w]); n.owner != nil {
+				b.owned++
+			}
 		}
 	}
 }
@@ -257,7 +262,7 @@ func (b *LinkBuffer) drop(free func(*node)) {
 		n = next
 	}
 	b.head, b.read, b.tail = nil, nil, nil
-	b.length, b.held = 0, 0
+	b.length, b.held, b.owned = 0, 0, 0
 }
 
 // abandonNode lets go of n without reusing its memory.
