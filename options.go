@@ -250,7 +250,12 @@ func WithLogger(l *slog.Logger) Option {
 // receives land in memory still in the CPU's caches; count bounds what
 // it may lend under load. One
 // connection may hold at most a quarter of the ring's bytes (its input
-// high-water mark is lowered to fit). Epoll and uring-reactor ignore it.
+// high-water mark is lowered to fit), and pins at most a quarter of its
+// buffers (two, once three quarters are out) with input it has not read
+// or not released: past that, what it receives is copied out of the ring
+// (LoopStats.BuffersCopied), so that a reader that holds its input, or
+// reads slowly, never leaves the loop's other connections without
+// buffers. Epoll and uring-reactor ignore it.
 func WithBufferRing(count, size int) Option {
 	return func(c *config) {
 		if count < 1 || count > 1<<15 || count&(count-1) != 0 {

@@ -98,6 +98,13 @@ type LoopStats struct {
 	// out of the buffer its request arrived in, which stays out of the
 	// ring until that send completed.
 	BuffersShared uint64
+	// BuffersCopied counts receives copied out of their provided buffer,
+	// which went straight back to the ring, because their connection
+	// already pinned its share of the ring (a quarter; less once most of
+	// it is out) with input it had not released or not read yet. A reader
+	// that holds input without Release, or reads slowly, so costs a copy
+	// of its own input and never stalls the loop's other connections.
+	BuffersCopied uint64
 	// Sendfiles and SendfileBytes count the sendfile(2) calls that
 	// Conn.ReadFrom made into this loop's connections, and the bytes they
 	// moved; Splices and SpliceBytes the same for splice(2) out of a pipe
@@ -130,10 +137,10 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d sends_now=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d",
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d sends_now=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d buffers_copied=%d",
 		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.SendsNow, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
-		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared)
+		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared, s.BuffersCopied)
 }
 
 // Stats returns the counters of each loop of the engine serving the
@@ -186,6 +193,7 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		BuffersOut:     p.BuffersOut.Load(),
 		BuffersRetired: p.BuffersRetired.Load(),
 		BuffersShared:  p.BuffersShared.Load(),
+		BuffersCopied:  p.BuffersCopied.Load(),
 		Sendfiles:      p.Sendfiles.Load(),
 		SendfileBytes:  p.SendfileBytes.Load(),
 		Splices:        p.Splices.Load(),

@@ -84,15 +84,29 @@ func (fd *FD) InputCommit(n, burst int) (more bool) {
 // owner hears back once the reader released it (or, if a reader still
 // held slices when fd was destroyed, that it must never reuse p). The
 // result is as for InputCommit.
-func (fd *FD) InputRef(p []byte, owner buf.Owner) (more bool) {
+//
+// An input that already pins share pieces of lent memory (buf's Owned:
+// bytes readable, or consumed and not yet released) takes a copy of p
+// instead, and owner hears at once that p is free: a reader that holds
+// its input, or reads it slowly, pins no more of the loop's receive
+// buffers than its share, so other connections never run dry because of
+// it. It reports copied such input to the engine, whose loop counts it.
+func (fd *FD) InputRef(p []byte, owner buf.Owner, share int) (more, copied bool) {
 	fd.inMu.Lock()
-	fd.input().AppendRef(p, owner)
+	in := fd.input()
+	if in.Owned() >= share {
+		in.Append(p)
+		owner.Release()
+		copied = true
+	} else {
+		in.AppendRef(p, owner)
+	}
 	fd.inTotal += uint64(len(p))
 	more = fd.checkInputHigh()
 	fd.syncLen()
 	fd.inMu.Unlock()
 	fd.touch()
-	return more
+	return more, copied
 }
 
 // InputRoom returns how many more input bytes the FD takes before its

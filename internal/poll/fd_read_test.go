@@ -88,7 +88,7 @@ func TestLenWithoutLock(t *testing.T) {
 	input("hello, world\n")
 	step("input", 13)
 	var o owner
-	fd.InputRef([]byte("by ref\n"), &o)
+	fd.InputRef([]byte("by ref\n"), &o, 1)
 	step("input by reference", 20)
 	if _, err := fd.Peek(5); err != nil {
 		t.Fatal(err)

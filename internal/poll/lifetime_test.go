@@ -110,8 +110,8 @@ func TestLifetimeInput(t *testing.T) {
 	for _, held := range []bool{false, true} {
 		fd, _, _ := lifeFD(t)
 		var a, b owner
-		fd.InputRef([]byte("abcd"), &a)
-		fd.InputRef([]byte("efgh"), &b)
+		fd.InputRef([]byte("abcd"), &a, 2)
+		fd.InputRef([]byte("efgh"), &b, 2)
 		if held {
 			if p, err := fd.Next(2); err != nil || string(p) != "ab" {
 				t.Fatalf("Next(2) = %q, %v", p, err)
@@ -132,7 +132,7 @@ func TestLifetimeInput(t *testing.T) {
 	// Release before the destroy ends the hold.
 	fd, _, _ := lifeFD(t)
 	var a owner
-	fd.InputRef([]byte("abcd"), &a)
+	fd.InputRef([]byte("abcd"), &a, 2)
 	fd.Next(4)
 	fd.Release()
 	fd.Close()

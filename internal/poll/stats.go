@@ -78,6 +78,10 @@ type Stats struct {
 	// buffer, kept out of the ring by a reference of their own, where
 	// they would have been copied (Sharer).
 	BuffersShared atomic.Uint64
+	// BuffersCopied counts receives copied out of their provided buffer,
+	// which went back to the ring at once, because their connection
+	// already pinned its share of the ring (FD.InputRef).
+	BuffersCopied atomic.Uint64
 
 	// The zero-copy sends of FD.SendFrom, made by user goroutines on the
 	// loop's connections.

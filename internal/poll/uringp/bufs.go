@@ -269,6 +269,18 @@ func (b *bufPool) fill(bid uint16, n int32, more, hold bool) []byte {
 	return b.arena.Buf(int(bid))[from : from+n]
 }
 
+// share is how many pieces of the ring one connection's input may pin
+// (poll.FD.InputRef): a quarter of the buffers, or, once three quarters
+// are out of the ring, two, so that under pressure a connection holding
+// input copies it and its buffers go back. Loop only.
+func (b *bufPool) share() int {
+	count := b.arena.Count()
+	if b.l.stats.BuffersOut.Load() >= int64(count-count/4) {
+		return 2
+	}
+	return max(1, count/4)
+}
+
 // bufRef is the owner (buf.Owner) of one provided buffer while a
 // connection's input links it.
 type bufRef struct {

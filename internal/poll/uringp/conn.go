@@ -202,7 +202,11 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	case cqe.Res > 0:
 		l.stats.BytesIn.Add(uint64(cqe.Res))
 		if p != nil {
-			if !c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()]) {
+			more, copied := c.fd.InputRef(p, &l.bufs.refs[cqe.BufID()], l.bufs.share())
+			if copied {
+				l.stats.BuffersCopied.Add(1)
+			}
+			if !more {
 				c.paused = true
 				if cqe.More() && !c.limited {
 					// A kernel without recv limits pauses by cancel;

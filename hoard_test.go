@@ -1,0 +1,162 @@
+//go:build linux
+
+package ringpoll
+
+// One connection must never stall another: a reader that holds its input
+// without releasing it pins at most its share of the loop's receive
+// buffers, and copies the rest, so that the other connections of its loop
+// keep being served. Helpers are lifetime_test.go's and stress_test.go's.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+)
+
+// hoardLine is one request of the hoarding client: 4 KiB ending in '\n'.
+var hoardLine = append(bytes.Repeat([]byte{'h'}, 4095), '\n')
+
+// hoardRounds is how many lines a hoarder holds: eight times the bytes of
+// the larger test ring, so that a ring it could pin whole would run dry
+// many times over.
+const hoardRounds = 8 * 64 << 10 / 4096
+
+// TestHoardingClientStallsNobody: a dialed client loops WriteBinary,
+// Flush and Until of a 4 KiB line against an echo server of the same
+// engine (one loop, one small ring), never calling Release, and keeps
+// every line it read. Then another client's echo must come back while the
+// hoarder still holds all of it, the hoarder's lines must all be intact,
+// and the hoarder may pin no more than its share of the ring.
+func TestHoardingClientStallsNobody(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, ring := range ltRings {
+			t.Run(ring.name, func(t *testing.T) {
+				ln := listen(t, e, "tcp", ring.opts...)
+				tsServeHandler(t, ln, tsEchoHandler, ring.opts...)
+				copied0 := hoardCopied(ln)
+				c := tsDialRing(t, e, "tcp", ln.Addr().String(), ring.opts...)
+				c.SetDeadline(time.Now().Add(tsTimeout))
+				r, w := c.Reader(), c.Writer()
+				held := make([][]byte, 0, hoardRounds)
+				for i := range hoardRounds {
+					w.WriteBinary(hoardLine)
+					if err := w.Flush(); err != nil {
+						t.Fatalf("request %d: Flush: %v", i, err)
+					}
+					b, err := r.Until('\n')
+					if err != nil {
+						t.Fatalf("request %d: Until: %v (loops: %v)", i, err, ln.Stats())
+					}
+					held = append(held, b)
+				}
+				// The hoarder holds 512 KiB; the others must not notice.
+				other := tsDialStd(t, "tcp", ln.Addr().String())
+				if err := tsEchoOnce(other, "while another holds its input\n"); err != nil {
+					t.Fatalf("another client's echo: %v (loops: %v)", err, ln.Stats())
+				}
+				for i, b := range held {
+					if !bytes.Equal(b, hoardLine) {
+						t.Fatalf("held line %d changed: %q...", i, b[:min(len(b), 16)])
+					}
+				}
+				if isProactor(e) {
+					hoardCheckShare(t, ln, copied0)
+				}
+				r.Release()
+				if isProactor(e) {
+					ufBuffersBack(t, ln)
+				}
+			})
+		}
+	})
+}
+
+// TestHoardingHandlerStallsNobody: a handler reads a long upload with
+// Next and keeps every slice until the whole upload is in; while it holds
+// half of it (more than the ring's bytes), another client's echo through
+// the same loop must come back.
+func TestHoardingHandlerStallsNobody(t *testing.T) {
+	const upload = 2 * hoardRounds * 4096 // 1 MiB
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, ring := range ltRings {
+			t.Run(ring.name, func(t *testing.T) {
+				echoLn := listen(t, e, "tcp", ring.opts...)
+				tsServeHandler(t, echoLn, tsEchoHandler, ring.opts...)
+				copied0 := hoardCopied(echoLn)
+				ln := listen(t, e, "tcp", ring.opts...)
+				half := make(chan struct{})
+				tsServeHandler(t, ln, func(ctx context.Context, c *Conn) error {
+					r := c.Reader()
+					var held [][]byte
+					for got := 0; got < upload; got += 4096 {
+						if got == upload/2 {
+							close(half)
+						}
+						b, err := r.Next(4096)
+						if err != nil {
+							return err
+						}
+						held = append(held, b)
+					}
+					for i, b := range held {
+						if !bytes.Equal(b, hoardLine) {
+							return fmt.Errorf("held piece %d changed", i)
+						}
+					}
+					_, err := c.Write([]byte("ok\n"))
+					return err
+				}, ring.opts...)
+				up := tsDialStd(t, "tcp", ln.Addr().String())
+				up.SetDeadline(time.Now().Add(tsTimeout))
+				for range upload / 2 / 4096 {
+					if _, err := up.Write(hoardLine); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tsRecv(t, half, "the handler to hold half the upload")
+				other := tsDialStd(t, "tcp", echoLn.Addr().String())
+				if err := tsEchoOnce(other, "while a handler holds an upload\n"); err != nil {
+					t.Fatalf("another client's echo: %v (loops: %v)", err, ln.Stats())
+				}
+				if isProactor(e) {
+					hoardCheckShare(t, ln, copied0)
+				}
+				for range upload / 2 / 4096 {
+					if _, err := up.Write(hoardLine); err != nil {
+						t.Fatal(err)
+					}
+				}
+				reply := make([]byte, 3)
+				if _, err := io.ReadFull(up, reply); err != nil || string(reply) != "ok\n" {
+					t.Fatalf("the upload's reply: %q, %v", reply, err)
+				}
+			})
+		}
+	})
+}
+
+// hoardCopied sums the receives ln's loops copied out of their ring.
+func hoardCopied(ln *Listener) (n uint64) {
+	for _, s := range ln.Stats() {
+		n += s.BuffersCopied
+	}
+	return n
+}
+
+// hoardCheckShare checks that the hoarder, holding more than the ring,
+// pins no more than its share of it (a quarter, two buffers at least),
+// and that its loop copied the rest.
+func hoardCheckShare(t *testing.T, ln *Listener, copied0 uint64) {
+	t.Helper()
+	for _, s := range ln.Stats() {
+		if s.BuffersOut > 2+2 { // the hoarder's share, and the others' in flight
+			t.Errorf("loop %d has %d buffers out while one connection holds its input: more than its share", s.Loop, s.BuffersOut)
+		}
+	}
+	if hoardCopied(ln) == copied0 {
+		t.Error("no receive was copied out of the ring, though a connection held more than its share")
+	}
+}
