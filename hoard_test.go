@@ -10,6 +10,7 @@ package ringpoll
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -159,4 +160,47 @@ func hoardCheckShare(t *testing.T, ln *Listener, copied0 uint64) {
 	if hoardCopied(ln) == copied0 {
 		t.Error("no receive was copied out of the ring, though a connection held more than its share")
 	}
+}
+// TestSliceReleaseFreesAll: a Reader from Slice that was never read frees
+// all of its bytes on Release, before or after its connection closed.
+func TestSliceReleaseFreesAll(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, closeFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("close-first=%v", closeFirst), func(t *testing.T) {
+				c, peer := tsPair(t, e, "tcp", tsAccepted, ltRings[0].opts...)
+				if _, err := peer.Write(hoardLine); err != nil {
+					t.Fatal(err)
+				}
+				c.SetReadDeadline(time.Now().Add(tsTimeout))
+				s, err := c.Reader().Slice(len(hoardLine))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if closeFirst {
+					c.Close()
+					tsEventually(t, "the connection to be finalized", c.fd.Finalized)
+				}
+				if err := s.Release(); err != nil {
+					t.Fatal(err)
+				}
+				if n := s.Len(); n != 0 {
+					t.Errorf("Len after Release = %d, want 0", n)
+				}
+				if _, err := s.Next(1); !errors.Is(err, io.EOF) {
+					t.Errorf("Next after Release: %v, want io.EOF", err)
+				}
+				c.Close()
+				if isProactor(e) {
+					tsEventually(t, "the slice's buffers to return to the ring", func() bool {
+						for _, s := range c.Stats() {
+							if s.BuffersOut != 0 {
+								return false
+							}
+						}
+						return true
+					})
+				}
+			})
+		}
+	})
 }

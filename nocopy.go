@@ -52,9 +52,14 @@ type Reader struct {
 	p unsafe.Pointer
 }
 
+// sliced is the c of a Reader that Slice made: a standalone Reader that
+// owns its bytes, all of which its Release lets go. It is never used as a
+// connection.
+var sliced Conn
+
 // own returns a standalone Reader's bytes, nil for a connection's Reader.
 func (r *Reader) own() *buf.LinkBuffer {
-	if r.c != nil {
+	if r.c != nil && r.c != &sliced {
 		return nil
 	}
 	return (*buf.LinkBuffer)(r.p)
@@ -207,14 +212,15 @@ func (r *Reader) Slice(n int) (*Reader, error) {
 		return nil, fmt.Errorf("ringpoll: Reader.Slice(%d): %w", n, ErrNegativeCount)
 	}
 	slb := buf.New()
-	s := &Reader{p: unsafe.Pointer(slb)}
+	s := &Reader{c: &sliced, p: unsafe.Pointer(slb)}
 	var owned bool
 	if lb := r.own(); lb != nil {
 		if n > lb.Len() {
 			return nil, io.EOF
 		}
 		owned = lb.Share(slb, n)
-		r.Release()
+		lb.Release() // what r consumed; a sliced r keeps the rest
+		lb.Shrink()
 	} else {
 		r.settle()
 		var err error
@@ -260,9 +266,14 @@ func (r *Reader) ReadByte() (byte, error) {
 }
 
 // Release frees the input consumed so far, so its memory can be reused and
-// the connection may read more. Slices returned before become invalid.
+// the connection may read more. Slices returned before become invalid. A
+// Reader that Slice returned lets go of all of its bytes, read or not,
+// since nothing can be added to them: it holds none afterwards.
 func (r *Reader) Release() error {
 	if lb := r.own(); lb != nil {
+		if r.c == &sliced {
+			lb.Skip(lb.Len())
+		}
 		lb.Release()
 		lb.Shrink()
 		return nil
