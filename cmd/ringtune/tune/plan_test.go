@@ -2,6 +2,7 @@ package tune
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -209,5 +210,54 @@ func TestPlanBuffers(t *testing.T) {
 	}
 	if slices.Contains(rules(Plan(fixtureRates(t, "../testdata/mq-16q-4cpu", ""))), "buffers") {
 		t.Error("buffers advised where rmem_max and wmem_max are 16 MiB already")
+	}
+}
+
+// writeTree lays out files (path relative to root: contents) and symlinks
+// (contents starting with "->") under a new root.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for rel, body := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if target, ok := strings.CutPrefix(body, "->"); ok {
+			err = os.Symlink(target, p)
+		} else {
+			err = os.WriteFile(p, []byte(body), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// TestPlanRPSWithoutProcSelf: a copy of /proc holds no proc/self (nor any
+// process), yet its interrupts are read, so that a one-queue NIC on two
+// CPUs with RPS off is told to turn RPS on.
+func TestPlanRPSWithoutProcSelf(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"proc/softirqs": "                    CPU0       CPU1\n" +
+			"      NET_RX:       1000       2000\n",
+		"proc/interrupts": "           CPU0       CPU1\n" +
+			" 37:          0          0 PCI-MSIX-0000:00:03.0   0-edge      virtio2-config\n" +
+			" 38:          0       1687 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n" +
+			"NMI:          0          0   Non-maskable interrupts\n" +
+			"ERR:          0\n",
+		"sys/class/net/eth0/device":               "->../../devices/virtio2",
+		"sys/class/net/eth0/queues/rx-0/rps_cpus": "0\n",
+		"sys/class/net/eth0/queues/tx-0/xps_cpus": "0\n",
+	})
+	r := fixtureRates(t, root, "")
+	if s := r.Now; len(s.IRQs) != 1 || s.IRQs[0].Name != "virtio2-input.0" || !slices.Equal(s.NICs[0].IRQs, []string{"38"}) {
+		t.Errorf("IRQs %+v, eth0's %v; want 38 virtio2-input.0 (missing: %q)", s.IRQs, s.NICs[0].IRQs, s.Missing)
+	}
+	f := findRule(t, Plan(r), "rps")
+	if !slices.Equal(f.Commands, []string{"echo 3 > /sys/class/net/eth0/queues/rx-0/rps_cpus"}) {
+		t.Errorf("%+v", f)
 	}
 }

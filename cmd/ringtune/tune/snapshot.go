@@ -5,16 +5,19 @@
 // could not be read is listed in Snapshot.Missing and shown as unknown,
 // never an error.
 //
-// /proc/softirqs, /proc/net/softnet_stat and /proc/interrupts are parsed
-// by github.com/prometheus/procfs; the driver's channels, rings and
+// /proc/softirqs and /proc/net/softnet_stat are parsed by
+// github.com/prometheus/procfs; the driver's channels, rings and
 // coalescing come from github.com/safchain/ethtool (ioctls; the netlink
 // library github.com/mdlayher/ethtool has none of the three); the sysfs
 // files of the NICs' queues and /proc/irq/N/smp_affinity_list, which
-// neither covers, are read by hand.
+// neither covers, and /proc/interrupts, which procfs reaches only through
+// proc/self or a process's directory, are read by hand.
 package tune
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,7 +153,7 @@ func Read(root string, pid int) *Snapshot {
 		miss("proc/net/softnet_stat", err)
 	}
 	s.readNICs(root, miss)
-	s.readIRQs(fs, root, miss)
+	s.readIRQs(root, miss)
 	if filepath.Clean(root) == "/" {
 		for i := range s.NICs {
 			if len(s.NICs[i].IRQs) == 0 {
@@ -238,36 +241,27 @@ func queueIndex(name string) int {
 
 // readIRQs keeps the interrupts named after a NIC or its device, with
 // their affinity.
-func (s *Snapshot) readIRQs(fs procfs.FS, root string, miss func(string, error)) {
-	self, err := fs.Self()
-	if err != nil {
-		miss("proc/self", err)
-		return
-	}
-	all, err := self.Interrupts()
+func (s *Snapshot) readIRQs(root string, miss func(string, error)) {
+	b, err := os.ReadFile(filepath.Join(root, "proc", "interrupts"))
 	if err != nil {
 		miss("proc/interrupts", err)
 		return
 	}
-	for num, irq := range all {
-		if _, err := strconv.Atoi(num); err != nil {
-			continue // NMI, LOC and the other per-CPU rows
-		}
-		name := lastField(irq.Devices)
-		nic := s.nicOf(name)
+	all, err := parseInterrupts(b)
+	if err != nil {
+		miss("proc/interrupts", err)
+		return
+	}
+	for _, e := range all {
+		nic := s.nicOf(e.Name)
 		if nic == nil {
 			continue
 		}
-		e := IRQ{Number: num, Name: name}
-		for _, v := range irq.Values {
-			c, _ := strconv.ParseUint(v, 10, 64)
-			e.Counts = append(e.Counts, c)
-		}
-		if b, err := os.ReadFile(filepath.Join(root, "proc", "irq", num, "smp_affinity_list")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(root, "proc", "irq", e.Number, "smp_affinity_list")); err == nil {
 			e.Affinity = strings.TrimSpace(string(b))
 		}
 		s.IRQs = append(s.IRQs, e)
-		nic.IRQs = append(nic.IRQs, num)
+		nic.IRQs = append(nic.IRQs, e.Number)
 	}
 	slices.SortFunc(s.IRQs, func(a, b IRQ) int { return atoi(a.Number) - atoi(b.Number) })
 	for i := range s.NICs {
@@ -280,14 +274,45 @@ func atoi(s string) int {
 	return n
 }
 
-// lastField is an interrupt's device name: /proc/interrupts ends its line
-// with it, after the controller and trigger columns procfs leaves in.
-func lastField(devices string) string {
-	f := strings.Fields(devices)
-	if len(f) == 0 {
-		return ""
+// parseInterrupts reads the numbered rows of /proc/interrupts, as
+// kernel/irq/proc.c's show_interrupts prints them: a header naming each
+// online CPU, then per interrupt its number, a count per CPU, the chip,
+// the trigger and, last, the name its handler registered. The per-CPU
+// rows (NMI, LOC, ...) are left out. procfs parses the file only through
+// a process (Proc.Interrupts), which a copy of /proc may not hold.
+func parseInterrupts(b []byte) ([]IRQ, error) {
+	lines := strings.Split(string(b), "\n")
+	cpus := len(strings.Fields(lines[0]))
+	if cpus == 0 {
+		return nil, errors.New("no header naming the CPUs")
 	}
-	return f[len(f)-1]
+	var irqs []IRQ
+	for i, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		num, ok := strings.CutSuffix(f[0], ":")
+		if _, err := strconv.ParseUint(num, 10, 32); !ok || err != nil {
+			continue // NMI, LOC and the other per-CPU rows
+		}
+		if len(f) < 1+cpus {
+			return nil, fmt.Errorf("line %d: %d counts for %d CPUs", i+2, len(f)-1, cpus)
+		}
+		e := IRQ{Number: num}
+		for _, v := range f[1 : 1+cpus] {
+			c, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: count %q", i+2, v)
+			}
+			e.Counts = append(e.Counts, c)
+		}
+		if len(f) > cpus+2 { // past the chip: the trigger, then the name
+			e.Name = f[len(f)-1]
+		}
+		irqs = append(irqs, e)
+	}
+	return irqs, nil
 }
 
 // nicOf returns the NIC an interrupt name belongs to: "eth0-TxRx-0" and

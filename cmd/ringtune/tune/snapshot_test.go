@@ -1,8 +1,10 @@
 package tune
 
 import (
+	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +128,57 @@ func TestParseTaskStat(t *testing.T) {
 	if _, ok := parseTaskStat(1, "garbage"); ok {
 		t.Error("garbage parsed")
 	}
+}
+
+// TestParseInterrupts: numbered rows with a count per CPU and the
+// handler's name last; per-CPU rows left out; a row short of counts or
+// with a count that is no number refused.
+func TestParseInterrupts(t *testing.T) {
+	const head = "           CPU0       CPU1\n"
+	irqs, err := parseInterrupts([]byte(head +
+		" 38:          0       1687 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n" +
+		"\n" +
+		"  7:          3          0 IO-APIC\n" +
+		" 16:          1          2 IO-APIC  16-fasteoi   ehci_hcd:usb1, eth0\n" +
+		"NMI:          0          0   Non-maskable interrupts\n" +
+		"ERR:          0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range irqs {
+		got = append(got, fmt.Sprint(q.Number, " ", q.Name, " ", q.Counts))
+	}
+	if want := []string{"38 virtio2-input.0 [0 1687]", "7  [3 0]", "16 eth0 [1 2]"}; !slices.Equal(got, want) {
+		t.Errorf("parsed %q, want %q", got, want)
+	}
+	for _, bad := range []string{"", head + " 38:          0\n", head + " 38:          0  x  PCI-MSIX 1-edge eth0\n"} {
+		if irqs, err := parseInterrupts([]byte(bad)); err == nil {
+			t.Errorf("%q parsed as %+v", bad, irqs)
+		}
+	}
+}
+
+// FuzzParseInterrupts: any input parses or is refused, without a panic,
+// and what parses has a count per CPU the header names.
+func FuzzParseInterrupts(f *testing.F) {
+	for _, fixture := range []string{"virtio-2cpu", "mq-8cpu", "mq-16q-4cpu"} {
+		b, err := os.ReadFile("../testdata/" + fixture + "/proc/interrupts")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		irqs, err := parseInterrupts(b)
+		if err != nil {
+			return
+		}
+		cpus := len(strings.Fields(strings.SplitN(string(b), "\n", 2)[0]))
+		for _, q := range irqs {
+			if _, err := strconv.ParseUint(q.Number, 10, 32); err != nil || len(q.Counts) != cpus {
+				t.Errorf("%+v from %d CPUs", q, cpus)
+			}
+		}
+	})
 }
