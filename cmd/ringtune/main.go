@@ -6,7 +6,7 @@
 //	ringtune inspect [-interval 2s] [-json] [-pid PID] [-root /]
 //	ringtune plan    [-interval 2s] [-json] [-pid PID] [-root /]
 //	ringtune apply   [-yes] [-state FILE] [plan's flags]
-//	ringtune revert  [-state FILE]
+//	ringtune revert  [-state FILE] [-root /]
 //
 // plan diagnoses what inspect sees with rules, each citing its source
 // (the kernel's scaling.rst and guest-halt-polling.rst, tuned's
@@ -18,7 +18,9 @@
 // under -root) for revert. It refuses clearly without root or where the
 // settings are read-only (a container). It changes no interrupt's
 // affinity, so irqbalance cannot undo it; the plan says how to ban a NIC's
-// interrupts from irqbalance before pinning them by hand.
+// interrupts from irqbalance before pinning them by hand. revert writes
+// back only files under proc/sys and sys of the root the state was
+// applied to, and nothing at all if the state names any other file.
 //
 // -root reads proc/... and sys/... under another directory laid out as the
 // kernel lays them out (tests use fixture trees); a file missing there is

@@ -74,15 +74,15 @@ func Apply(root string, fs []Finding, dryRun bool, w io.Writer) ([]Change, error
 				fmt.Fprintf(w, "not applied, run it yourself if you want it: %s\n", cmd)
 				continue
 			}
-			old, err := os.ReadFile(filepath.Join(root, path))
+			old, err := readSetting(root, path)
 			if err != nil {
 				return nil, classify(path, err)
 			}
-			plan = append(plan, Change{Path: path, Old: strings.TrimSpace(string(old)), New: value})
+			plan = append(plan, Change{Path: path, Old: old, New: value})
 		}
 	}
 	for _, c := range plan {
-		f, err := os.OpenFile(filepath.Join(root, c.Path), os.O_WRONLY, 0)
+		f, err := openSetting(root, c.Path, os.O_WRONLY)
 		if err != nil {
 			return nil, classify(c.Path, err)
 		}
@@ -96,7 +96,7 @@ func Apply(root string, fs []Finding, dryRun bool, w io.Writer) ([]Change, error
 	}
 	var done []Change
 	for _, c := range plan {
-		if err := os.WriteFile(filepath.Join(root, c.Path), []byte(c.New+"\n"), 0); err != nil {
+		if err := writeSetting(root, c.Path, c.New); err != nil {
 			rerr := undo(root, done, io.Discard)
 			return nil, errors.Join(classify(c.Path, err), rerr)
 		}
@@ -106,12 +106,68 @@ func Apply(root string, fs []Finding, dryRun bool, w io.Writer) ([]Change, error
 	return done, nil
 }
 
+// settingDirs are the trees under a root that Apply writes and Revert
+// restores: the sysctls and sysfs.
+var settingDirs = []string{"proc/sys", "sys"}
+
+// settingDir splits a path relative to the root into the one of
+// settingDirs it lies under and the rest ("" if none).
+func settingDir(path string) (dir, rest string) {
+	for _, d := range settingDirs {
+		if rest, ok := strings.CutPrefix(path, d+"/"); ok && rest != "" {
+			return d, rest
+		}
+	}
+	return "", ""
+}
+
+// openSetting opens the existing file path, relative to root, beneath
+// its settingDirs entry with os.Root, so that neither ".." nor a symlink
+// takes it out of there. flag never holds O_CREATE: a setting missing is
+// an error, not a new file.
+func openSetting(root, path string, flag int) (*os.File, error) {
+	dir, rest := settingDir(path)
+	if dir == "" {
+		return nil, errors.New("not under proc/sys or sys")
+	}
+	r, err := os.OpenRoot(filepath.Join(root, dir))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.OpenFile(filepath.FromSlash(rest), flag, 0)
+}
+
+// readSetting returns the trimmed contents of a setting.
+func readSetting(root, path string) (string, error) {
+	f, err := openSetting(root, path, os.O_RDONLY)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	return strings.TrimSpace(string(b)), err
+}
+
+// writeSetting writes value, and a newline, to a setting.
+func writeSetting(root, path, value string) error {
+	f, err := openSetting(root, path, os.O_WRONLY|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(value + "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // undo writes back the old values, last change first.
 func undo(root string, cs []Change, w io.Writer) error {
 	var errs []error
 	for i := len(cs) - 1; i >= 0; i-- {
 		c := cs[i]
-		if err := os.WriteFile(filepath.Join(root, c.Path), []byte(c.Old+"\n"), 0); err != nil {
+		if err := writeSetting(root, c.Path, c.Old); err != nil {
 			errs = append(errs, classify(c.Path, err))
 			continue
 		}
@@ -130,24 +186,4 @@ func SaveState(path string, st State) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
-}
-
-// Revert restores what the state file at path says Apply changed, and
-// removes the file.
-func Revert(path string, w io.Writer) error {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("ringtune: nothing to revert: no state file %s (ringtune apply -yes writes it)", path)
-	}
-	if err != nil {
-		return err
-	}
-	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("ringtune: state file %s: %w", path, err)
-	}
-	if err := undo(st.Root, st.Changes, w); err != nil {
-		return err
-	}
-	return os.Remove(path)
 }

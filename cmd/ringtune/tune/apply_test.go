@@ -103,3 +103,105 @@ func TestApplyRefuses(t *testing.T) {
 		t.Errorf("EACCES: %v", err)
 	}
 }
+
+// revertFixture is a tree as apply leaves it (eth0's rps_cpus 3, was 0),
+// beside a file outside the tree, and a state file (mode 0644) naming the
+// rps_cpus change and then bad. It returns the state file, the rps_cpus
+// file, the files that must keep their contents ("keep") and one that
+// must not come to be (the target of sys/nothing, a symlink to nothing).
+func revertFixture(t *testing.T, bad Change) (state, rps string, keep []string, absent string) {
+	t.Helper()
+	root := copyTree(t, "../testdata/virtio-2cpu")
+	outside := filepath.Join(filepath.Dir(root), "outside")
+	passwd := filepath.Join(root, "etc", "passwd")
+	rps = filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus")
+	for _, f := range []struct{ path, body string }{{outside, "keep"}, {passwd, "keep"}, {rps, "3"}} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "sys", "outside")); err != nil {
+		t.Fatal(err)
+	}
+	absent = filepath.Join(filepath.Dir(root), "nothing")
+	if err := os.Symlink(absent, filepath.Join(root, "sys", "nothing")); err != nil {
+		t.Fatal(err)
+	}
+	state = filepath.Join(root, "state.json")
+	changes := []Change{{Path: "sys/class/net/eth0/queues/rx-0/rps_cpus", Old: "0", New: "3"}, bad}
+	if err := SaveState(state, State{Root: root, Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return state, rps, []string{outside, passwd}, absent
+}
+
+// TestRevertRefusesPaths: a state file naming a path outside proc/sys
+// and sys of its root, by an absolute path, "..", a path not clean or a
+// symlink, is refused with the entry and the reason, and nothing is
+// written, not even its good entries.
+func TestRevertRefusesPaths(t *testing.T) {
+	for _, tc := range []struct{ path, why string }{
+		{"/etc/passwd", "absolute"},
+		{"sys/../../outside", `".."`},
+		{"proc/sys/net/core/../../../../outside", `".."`},
+		{"sys/class/../module/haltpoll/parameters/guest_halt_poll_ns", `".."`},
+		{"sys//class/net/eth0/queues/rx-0/rps_cpus", "not clean"},
+		{"etc/passwd", "not under proc/sys or sys"},
+		{"proc/1/comm", "not under proc/sys or sys"},
+		{"proc/sysctl", "not under proc/sys or sys"},
+		{"sys", "not under proc/sys or sys"},
+		{"sys/outside", "leads out"},
+		{"sys/nothing", "leads nowhere"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			state, rps, keep, absent := revertFixture(t, Change{Path: tc.path, Old: "written by revert", New: "x"})
+			err := Revert(state, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Revert: %v; want an error naming %q and %q", err, tc.path, tc.why)
+			}
+			if got := readTrim(t, rps); got != "3" {
+				t.Errorf("rps_cpus reverted to %s though the state file was refused", got)
+			}
+			for _, f := range keep {
+				if got := readTrim(t, f); got != "keep" {
+					t.Errorf("%s now holds %q", f, got)
+				}
+			}
+			if _, err := os.Lstat(absent); err == nil {
+				t.Errorf("%s was created", absent)
+			}
+			if _, err := os.Stat(state); err != nil {
+				t.Errorf("the refused state file is gone: %v", err)
+			}
+		})
+	}
+}
+
+// TestRevertThroughSysfsLinks: as in sysfs, where sys/class/net/eth0 is a
+// symlink into sys/devices, a symlink that stays under sys is followed.
+func TestRevertThroughSysfsLinks(t *testing.T) {
+	state, rps, _, _ := revertFixture(t, Change{Path: "proc/sys/net/core/netdev_budget", Old: "300", New: "600"})
+	sys := filepath.Join(filepath.Dir(state), "sys")
+	dev := filepath.Join(sys, "devices", "virtual", "net", "eth0")
+	if err := os.MkdirAll(filepath.Dir(dev), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(sys, "class", "net", "eth0"), dev); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../devices/virtual/net/eth0", filepath.Join(sys, "class", "net", "eth0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Revert(state, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, rps); got != "0" {
+		t.Errorf("rps_cpus %s after revert, want 0", got)
+	}
+}
