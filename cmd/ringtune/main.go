@@ -20,7 +20,9 @@
 // affinity, so irqbalance cannot undo it; the plan says how to ban a NIC's
 // interrupts from irqbalance before pinning them by hand. revert writes
 // back only files under proc/sys and sys of the root the state was
-// applied to, and nothing at all if the state names any other file.
+// applied to, and nothing at all if the state names any other file or
+// if the state file is not root's (the caller's, for a user's tree) or
+// others may write it.
 //
 // -root reads proc/... and sys/... under another directory laid out as the
 // kernel lays them out (tests use fixture trees); a file missing there is

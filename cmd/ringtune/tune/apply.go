@@ -1,7 +1,6 @@
 package tune
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // Change is one file a plan writes, relative to the root, with the value
@@ -18,13 +16,6 @@ type Change struct {
 	Path string `json:"path"`
 	Old  string `json:"old"`
 	New  string `json:"new"`
-}
-
-// State is what Apply saves, so that Revert can undo it.
-type State struct {
-	Root    string    `json:"root"`
-	Applied time.Time `json:"applied"`
-	Changes []Change  `json:"changes"`
 }
 
 // fileAction turns a plan command that writes a file (`echo V > /sys/...`,
@@ -174,16 +165,4 @@ func undo(root string, cs []Change, w io.Writer) error {
 		fmt.Fprintf(w, "restored /%s to %s\n", c.Path, c.Old)
 	}
 	return errors.Join(errs...)
-}
-
-// SaveState writes st to path as JSON, creating its directory.
-func SaveState(path string, st State) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }

@@ -205,3 +205,90 @@ func TestRevertThroughSysfsLinks(t *testing.T) {
 		t.Errorf("rps_cpus %s after revert, want 0", got)
 	}
 }
+
+// TestRevertRefusesStateFile: a state file that others than its owner
+// may write, one that root runs revert on but does not own, and one that
+// is no regular file are refused, and nothing is written.
+func TestRevertRefusesStateFile(t *testing.T) {
+	good := Change{Path: "proc/sys/net/core/netdev_budget", Old: "300", New: "600"}
+	for _, tc := range []struct {
+		name, why string
+		spoil     func(t *testing.T, state string)
+	}{
+		{"group-writable", "writable by group or others", func(t *testing.T, state string) { chmod(t, state, 0o664) }},
+		{"others-writable", "writable by group or others", func(t *testing.T, state string) { chmod(t, state, 0o646) }},
+		{"owned by nobody", "owned by uid 65534", func(t *testing.T, state string) {
+			if os.Geteuid() != 0 {
+				t.Skip("giving a file away needs root")
+			}
+			if err := os.Chown(state, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a directory", "not a regular file", func(t *testing.T, state string) {
+			b, err := os.ReadFile(state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(state); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(state, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// The contents beside it show that the refusal is of the
+			// directory, not of a state file missing.
+			if err := os.WriteFile(filepath.Join(state, "state.json"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, rps, _, _ := revertFixture(t, good)
+			tc.spoil(t, state)
+			err := Revert(state, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), state) {
+				t.Errorf("Revert: %v; want an error naming %s and %q", err, state, tc.why)
+			}
+			if got := readTrim(t, rps); got != "3" {
+				t.Errorf("rps_cpus reverted to %s though the state file was refused", got)
+			}
+			if _, err := os.Lstat(state); err != nil {
+				t.Errorf("the refused state file is gone: %v", err)
+			}
+		})
+	}
+}
+
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSaveStateReplaces: saving over a state file that others may write,
+// or that another user owns, leaves one that revert accepts.
+func TestSaveStateReplaces(t *testing.T) {
+	state, rps, _, _ := revertFixture(t, Change{Path: "proc/sys/net/core/netdev_budget", Old: "300", New: "600"})
+	chmod(t, state, 0o666)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(state, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Dir(state)
+	changes := []Change{{Path: "sys/class/net/eth0/queues/rx-0/rps_cpus", Old: "0", New: "3"}}
+	if err := SaveState(state, State{Root: root, Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(state); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("state file after SaveState: %v, %v; want mode 0644", st.Mode(), err)
+	}
+	if err := Revert(state, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, rps); got != "0" {
+		t.Errorf("rps_cpus %s after revert, want 0", got)
+	}
+}
