@@ -133,7 +133,13 @@ func inspect(cmd string, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		path := statePath(*state, *root)
-		if err := tune.SaveState(path, tune.State{Root: *root, Applied: time.Now(), Changes: changes}); err != nil {
+		// An absolute root, so that revert run from another directory
+		// writes back to the same tree.
+		abs, err := filepath.Abs(*root)
+		if err == nil {
+			err = tune.SaveState(path, tune.State{Root: abs, Applied: time.Now(), Changes: changes})
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "ringtune: saving the state to %s: %v (the changes stay; they are listed above)\n", path, err)
 			return 1
 		}

@@ -83,3 +83,33 @@ func TestApplyCommand(t *testing.T) {
 		t.Fatalf("revert left rps_cpus at %s", b)
 	}
 }
+
+// TestApplySavesAbsoluteRoot: -root given relative to the working
+// directory is saved as an absolute path, so that revert run from
+// another directory writes back to the same tree.
+func TestApplySavesAbsoluteRoot(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-a", "testdata/virtio-2cpu", dir+"/root").CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	t.Chdir(dir)
+	var out, errb bytes.Buffer
+	if code := run([]string{"apply", "-yes", "-interval", "10ms", "-root", "root"}, &out, &errb); code != 0 {
+		t.Fatalf("apply -yes: exit %d, %s", code, errb.String())
+	}
+	b, err := os.ReadFile("root/var/lib/ringtune/state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Root string }
+	if err := json.Unmarshal(b, &st); err != nil || st.Root != dir+"/root" {
+		t.Errorf("saved root %q, %v; want %s", st.Root, err, dir+"/root")
+	}
+	t.Chdir(dir + "/root/sys")
+	if code := run([]string{"revert", "-state", dir + "/root/var/lib/ringtune/state.json"}, &out, &errb); code != 0 {
+		t.Fatalf("revert from another directory: exit %d, %s", code, errb.String())
+	}
+	if b, _ := os.ReadFile(dir + "/root/sys/class/net/eth0/queues/rx-0/rps_cpus"); strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("revert from another directory left rps_cpus at %s", b)
+	}
+}

@@ -16,6 +16,9 @@ import (
 
 // State is what Apply saves, so that Revert can undo it.
 type State struct {
+	// Root is the directory whose proc/sys and sys Apply wrote under
+	// ("/" for this machine), absolute so that it names the same tree
+	// from any working directory.
 	Root    string    `json:"root"`
 	Applied time.Time `json:"applied"`
 	Changes []Change  `json:"changes"`
