@@ -1,7 +1,6 @@
 package ringpoll
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -26,10 +25,6 @@ type Packet struct {
 
 // Errors of the packet API.
 var (
-	// ErrTruncated is returned, with the bytes that fit, by a read whose
-	// datagram was longer than the buffer. A Batch reports it per packet
-	// instead (Packet.Truncated).
-	ErrTruncated = errors.New("ringpoll: datagram longer than the buffer, its end was cut off: read with a larger buffer (up to 65535 bytes)")
 	// ErrMessageTooLong is returned by writes of a payload no UDP datagram
 	// can carry: over 65507 bytes on IPv4 and 65527 on IPv6. It matches
 	// syscall.EMSGSIZE too.

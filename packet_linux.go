@@ -265,8 +265,10 @@ func (c *PacketConn) poller() (*polledConn, error) {
 }
 
 // ReadFromAddrPort reads one datagram into b and returns its length and
-// sender. A datagram longer than b fills b and returns ErrTruncated with
-// it (net's ReadFrom cuts it silently).
+// sender. A datagram longer than b fills b and the rest is discarded, with
+// no error, as net's ReadFromUDPAddrPort does (servers such as quic-go's
+// and miekg/dns's stop on any error that is not temporary): Stats counts
+// it in Truncated.
 func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 	if c.gro {
 		return c.readCoalesced(b)
@@ -289,7 +291,7 @@ func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 	}
 	if o.n > len(b) {
 		c.truncated.Add(1)
-		return len(b), addr, c.opError("read", addr, ErrTruncated)
+		return len(b), addr, nil
 	}
 	return o.n, addr, nil
 }
@@ -359,7 +361,6 @@ func (c *PacketConn) readCoalesced(b []byte) (int, netip.AddrPort, error) {
 	n := copy(b, p.Data)
 	if n < p.Size {
 		c.truncated.Add(1)
-		return n, p.Addr, c.opError("read", p.Addr, ErrTruncated)
 	}
 	return n, p.Addr, nil
 }
