@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
 
@@ -169,6 +170,7 @@ func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	poll.Hook(poll.HookFileReadIssue, nil)
 	n, err := f.do(ctx, uringp.FileRead, p, -1)
 	if err != nil {
 		return n, f.pathError("read", err)

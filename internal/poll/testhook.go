@@ -32,6 +32,10 @@ const (
 	// HookShutdownQuiet: Server.Shutdown found fd quiet (no handler
 	// running) and is about to half-close it.
 	HookShutdownQuiet
+	// HookFileReadIssue: a File's Read at the file's position is about to
+	// issue its read (hand it to a loop's ring, or call read(2) on
+	// epoll), on the reader's goroutine; fd is nil.
+	HookFileReadIssue
 )
 
 // testHook is the hook a test set, or nil.
