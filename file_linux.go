@@ -23,8 +23,10 @@ import (
 // (ASYNC_CANCEL). On epoll each is the ordinary system call, as on an
 // os.File, and cannot be cancelled once it started.
 //
-// A File is safe for concurrent use. Its methods return *os.PathError, as
-// an os.File's do.
+// A File is safe for concurrent use. Reads at the file's position take
+// turns, as an os.File's do, so that each byte goes to one of them;
+// ReadAt and WriteAt, which name their offsets, and Sync run at once and
+// wait for no Read. Its methods return *os.PathError, as an os.File's do.
 type File struct {
 	fd   int
 	name string
@@ -38,6 +40,17 @@ type File struct {
 	// mayBlock: the file lacks FMODE_NOWAIT, so io_uring's inline try
 	// of a request may sleep in the loop's thread (nowaitCapable).
 	mayBlock bool
+
+	// pos is the file's position: one Read at a time holds it, from
+	// before its request is issued until the request ended. The kernel
+	// makes read(2)s of a regular file take turns (fdget_pos takes its
+	// f_pos_lock, fs/file.c), but not requests at the position on a
+	// ring: each takes f_pos when it is issued and stores its end back
+	// when it completes (io_uring/rw.c, io_kiocb_update_pos), so two in
+	// flight at once can read the same bytes (TestFileReadConcurrent).
+	// A one-slot channel, not a mutex, so that a Read waiting for it
+	// gives up when its context ends or Close is called.
+	pos chan struct{}
 
 	mu      sync.RWMutex // requests hold it shared; Close exclusively
 	closed  atomic.Bool
@@ -94,7 +107,7 @@ func newFile(fd int, name string, opts []Option) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &File{fd: fd, name: name, ref: ref, closing: make(chan struct{})}
+	f := &File{fd: fd, name: name, ref: ref, pos: make(chan struct{}, 1), closing: make(chan struct{})}
 	if e, ok := ref.eng.(*uringp.Engine); ok {
 		f.ring, f.fl = true, e.FileLoop()
 		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
@@ -119,11 +132,15 @@ func nowaitCapable(fd int) bool {
 	return err != unix.EOPNOTSUPP && err != unix.EBADF
 }
 
-// Name returns the name the file was opened with.
+// Name returns the name the file was opened with. It is safe for
+// concurrent use.
 func (f *File) Name() string { return f.name }
 
 // ReadAt reads len(p) bytes at offset off, as io.ReaderAt says: fewer
-// only with an error, io.EOF at the end of the file.
+// only with an error, io.EOF at the end of the file. It is safe for
+// concurrent use, with itself and every other method, as io.ReaderAt
+// asks: it neither uses nor moves the file's position, and waits for no
+// Read.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return f.ReadAtContext(context.Background(), p, off)
 }
@@ -161,15 +178,24 @@ func (f *File) transfer(ctx context.Context, op uint8, p []byte, off int64) (int
 var opNames = [...]string{uringp.FileRead: "read", uringp.FileWrite: "write"}
 
 // Read reads up to len(p) bytes at the file's position and advances it,
-// as os.File's Read does (io.EOF at the end). For pipes and devices, where
-// positions mean nothing.
+// as os.File's Read does (io.EOF at the end); for pipes and devices,
+// where positions mean nothing. It is safe for concurrent use: as an
+// os.File's, the Reads of one File take turns, each waiting for the one
+// before it to end, so that each byte goes to exactly one of them.
+// ReadAt, WriteAt and Sync do not wait for them, nor they for those.
 func (f *File) Read(p []byte) (int, error) { return f.ReadContext(context.Background(), p) }
 
-// ReadContext is Read, cancelled in the ring when ctx ends.
+// ReadContext is Read, cancelled in the ring when ctx ends; a
+// ReadContext still waiting for its turn returns ctx's error when ctx
+// ends, and os.ErrClosed when the File is closed.
 func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if err := f.lockPos(ctx); err != nil {
+		return 0, f.pathError("read", err)
+	}
+	defer f.unlockPos()
 	poll.Hook(poll.HookFileReadIssue, nil)
 	n, err := f.do(ctx, uringp.FileRead, p, -1)
 	if err != nil {
@@ -181,8 +207,33 @@ func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
 	return n, nil
 }
 
+// lockPos takes the file's position, waiting while another Read holds
+// it, until ctx ends (its error) or Close is called (os.ErrClosed).
+func (f *File) lockPos(ctx context.Context) error {
+	select {
+	case f.pos <- struct{}{}:
+		return nil
+	default:
+	}
+	poll.Hook(poll.HookFileReadWait, nil)
+	select {
+	case f.pos <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-f.closing:
+		return os.ErrClosed
+	}
+}
+
+// unlockPos lets the next Read have the file's position.
+func (f *File) unlockPos() { <-f.pos }
+
 // WriteAt writes p at offset off, all of it unless an error (ENOSPC, say)
-// stops it, as io.WriterAt says.
+// stops it, as io.WriterAt says. It is safe for concurrent use: it
+// neither uses nor moves the file's position and waits for no Read, and
+// writes that overlap one another or a ReadAt land in no set order, as
+// pwrite(2)s do.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	return f.WriteAtContext(context.Background(), p, off)
 }
@@ -199,7 +250,8 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	return n, err
 }
 
-// Sync commits the file's data and metadata to storage (fsync(2)).
+// Sync commits the file's data and metadata to storage (fsync(2)). It
+// is safe for concurrent use and waits for no Read.
 func (f *File) Sync() error { return f.SyncContext(context.Background(), false) }
 
 // SyncContext is Sync, or with dataOnly fdatasync(2), which skips
@@ -217,8 +269,10 @@ func (f *File) SyncContext(ctx context.Context, dataOnly bool) error {
 }
 
 // Close closes the file. Requests in flight are cancelled and end with
-// os.ErrClosed; the descriptor is closed once every one has finished, and
-// later calls fail with os.ErrClosed.
+// os.ErrClosed, as do Reads waiting for their turn; the descriptor is
+// closed once every request has finished, and later calls fail with
+// os.ErrClosed. It is safe for concurrent use: one Close closes, the
+// others return os.ErrClosed at once.
 func (f *File) Close() error {
 	if !f.closed.CompareAndSwap(false, true) {
 		return f.pathError("close", os.ErrClosed)

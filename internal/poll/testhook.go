@@ -36,6 +36,10 @@ const (
 	// issue its read (hand it to a loop's ring, or call read(2) on
 	// epoll), on the reader's goroutine; fd is nil.
 	HookFileReadIssue
+	// HookFileReadWait: a File's Read at the file's position found
+	// another Read of the same File in progress and is about to wait for
+	// it to end, on the reader's goroutine; fd is nil.
+	HookFileReadWait
 )
 
 // testHook is the hook a test set, or nil.
