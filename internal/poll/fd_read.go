@@ -141,6 +141,7 @@ func (fd *FD) InputError(err error) {
 // InputReady wakes a blocked reader and runs Hooks.InputArrived. The loop calls it once
 // per batch of InputCommit, InputRef or InputError on this FD.
 func (fd *FD) InputReady() {
+	hook(HookInputLinked, fd)
 	fd.signalReadable()
 	if fd.Hooks != nil {
 		fd.Hooks.InputArrived()

@@ -24,7 +24,8 @@ const (
 	// to the loop to drain.
 	HookCloseQueued
 	// HookInputLinked: the loop linked received bytes into fd's input
-	// and is about to tell the reader.
+	// (or ended it) and is about to tell the reader and run
+	// Hooks.InputArrived (FD.InputReady).
 	HookInputLinked
 	// HookHandlerReturned: a Server's handler returned for fd, and the
 	// Server is about to release its input and decide what comes next.
