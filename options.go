@@ -224,7 +224,7 @@ func WithInlineHandler() Option {
 }
 
 // WithLogger sets the logger for rare events (an engine starting, a fallback,
-// accept errors a Server retries). Default: none.
+// accept errors a Server retries, a handler's panic). Default: none.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {

@@ -1,6 +1,9 @@
 package ringpoll
 
-import "errors"
+import (
+	"errors"
+	"runtime/debug"
+)
 
 // The per-connection side of a Server: scheduling the handler on input.
 
@@ -133,7 +136,7 @@ func (c *Conn) runHandler() bool {
 		if !c.fd.Ref() {
 			return false // closed since the check above
 		}
-		err := c.srv.handler(c.srv.ctx, c)
+		err := c.call()
 		after, doneAfter, endedAfter := c.fd.ReleaseState(c.reader.settled())
 		c.fd.Unref()
 		if err != nil && !(c.inline() && errors.Is(err, ErrWouldBlock)) {
@@ -152,6 +155,32 @@ func (c *Conn) runHandler() bool {
 		n, done, ended = after, doneAfter, endedAfter
 	}
 }
+
+// call calls the handler once. A panic in it is the connection's, not the
+// process's (nor, inline, the loop's): as net/http does, call recovers
+// it, logs it with its stack, counts it, and returns an error, which
+// closes the connection.
+func (c *Conn) call() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = c.srv.handlerPanicked(c, v)
+		}
+	}()
+	return c.srv.handler(c.srv.ctx, c)
+}
+
+// handlerPanicked logs and counts the panic v of the handler serving c,
+// and returns the error that closes c.
+func (s *Server) handlerPanicked(c *Conn, v any) error {
+	s.panics.Add(1)
+	s.cfg.logger.Error("ringpoll: the handler panicked; closing its connection",
+		"remote", c.RemoteAddr(), "panic", v, "stack", string(debug.Stack()))
+	return errHandlerPanicked
+}
+
+// errHandlerPanicked is what a panicking handler call returns to the
+// Server, which closes the connection on it.
+var errHandlerPanicked = errors.New("ringpoll: the handler panicked")
 
 // dropInput consumes and releases the input of a connection the Server is
 // shutting down: requests that arrive after its last reply are not served,

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/gopool"
@@ -21,6 +22,12 @@ import (
 // arrives. When the peer has closed and the input is used up, the Server
 // closes the connection. Returning an error closes the connection. ctx is
 // the Server's: it is cancelled when Shutdown stops waiting for handlers.
+//
+// A panic in the handler ends its connection, not the process: the Server
+// recovers it, as net/http does, logs it at Error level with its value and
+// stack through its logger (WithLogger), counts it
+// (ServerStats.HandlerPanics) and closes the connection; other connections
+// are served on, and an inline handler's loop runs on (TestHandlerPanic).
 type Handler func(ctx context.Context, c *Conn) error
 
 // Server runs a Handler for the connections of ringpoll listeners. Its
@@ -30,6 +37,7 @@ type Server struct {
 	opts    []Option
 	cfg     *config
 	pool    *gopool.Pool
+	panics  atomic.Uint64 // handler calls that panicked (ServerStats)
 	ctx     context.Context
 	cancel  context.CancelFunc
 

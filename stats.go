@@ -203,3 +203,19 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		ReadFromCopied: p.ReadFromCopied.Load(),
 	}
 }
+
+// ServerStats is a snapshot of a Server's own counters since NewServer.
+// The I/O of its connections is counted by their engine's loops
+// (LoopStats).
+type ServerStats struct {
+	// HandlerPanics counts the handler calls that panicked. Each panic
+	// was recovered, logged at Error level with its value and stack
+	// through the Server's logger (WithLogger), and closed the
+	// connection it served; the Server went on serving the others.
+	HandlerPanics uint64
+}
+
+// Stats returns the Server's counters. Safe for concurrent use.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{HandlerPanics: s.panics.Load()}
+}

@@ -24,7 +24,9 @@
 // period.
 //
 // A Pool does not recover panics. A task that panics crashes the program
-// exactly as it would if it had been started with a plain go statement.
+// exactly as it would if it had been started with a plain go statement; a
+// task that must not, recovers in its own Run (as a ringpoll Server does
+// around its handler).
 package gopool
 
 import (
