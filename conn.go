@@ -266,7 +266,10 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Close closes the connection, as net's Close does, and never blocks.
-// Blocked and later calls fail with net.ErrClosed. With no output queued,
+// Blocked and later calls fail with net.ErrClosed. Besides Close, only
+// the idle timer (WithIdleTimeout) closes a connection, the same way, its
+// calls then failing with ErrIdleTimeout (which matches net.ErrClosed);
+// and a Server closes those it serves. With no output queued,
 // the writing side is shut down before Close returns, so the peer reads
 // EOF at once; queued output is sent first, for up to the drain timeout
 // (WithDrainTimeout), as the kernel sends what a closed net.Conn left in
@@ -450,10 +453,14 @@ func (r rawConn) Read(func(fd uintptr) bool) error  { return r.c.opError("raw-re
 func (r rawConn) Write(func(fd uintptr) bool) error { return r.c.opError("raw-write", ErrRawIO) }
 
 // opError wraps err as net does: io.EOF as is, everything else in a
-// *net.OpError.
+// *net.OpError. On a connection its idle timer closed, net.ErrClosed
+// becomes ErrIdleTimeout, which says why and still matches it.
 func (c *Conn) opError(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
+	}
+	if err == net.ErrClosed && c.fd.IdleClosed() {
+		err = ErrIdleTimeout
 	}
 	return &net.OpError{Op: op, Net: c.network.String(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

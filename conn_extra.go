@@ -76,10 +76,10 @@ type CloseCallback func(c *Conn) error
 // after that runs at once, on a goroutine of its own. A nil f is ignored.
 // Safe for concurrent use.
 //
-// A connection from Dial or Accept is closed only by Close (as in net: the
-// peer closing makes its reads return io.EOF, nothing more), so its
-// callbacks run after its Close, as netpoll's do for a connection without
-// an OnRequest.
+// A connection from Dial or Accept is closed only by Close or its idle
+// timeout (WithIdleTimeout): as in net, the peer closing makes its reads
+// return io.EOF, nothing more. So its callbacks run after one of those,
+// as netpoll's do for a connection without an OnRequest.
 func (c *Conn) AddCloseCallback(f CloseCallback) error {
 	if f == nil {
 		return nil

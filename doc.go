@@ -71,7 +71,7 @@
 //     released after the connection closed.
 //   - Close callbacks run once after the connection is finished, whoever
 //     closed it, on a goroutine of their own; a connection from Dial is
-//     closed only by Close.
+//     closed only by Close or by its idle timeout (WithIdleTimeout).
 //
 // # Datagrams
 //
@@ -109,7 +109,8 @@
 // # Errors
 //
 // Errors are those of net: *net.OpError wrapping an *os.SyscallError, or
-// net.ErrClosed after Close, or os.ErrDeadlineExceeded after a deadline;
+// net.ErrClosed after Close (ErrIdleTimeout, which matches it, after the
+// idle timeout), or os.ErrDeadlineExceeded after a deadline;
 // io.EOF as is. The package's own errors (errors.go) are exported values,
 // or wrap one, for errors.Is.
 //

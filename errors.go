@@ -2,6 +2,7 @@ package ringpoll
 
 import (
 	"errors"
+	"net"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -69,8 +70,22 @@ var (
 	// handler (the default) or another goroutine.
 	ErrInline = errors.New("ringpoll: the call waits for the event loop, and the handler runs inline on it (WithInlineHandler): call it from a pooled handler or another goroutine")
 
+	// ErrIdleTimeout is returned (in a *net.OpError) by the calls on a
+	// connection that its idle timer closed (WithIdleTimeout): reads,
+	// writes, deadlines, Close. The connection is closed as if by Close,
+	// so the error matches net.ErrClosed too (errors.Is).
+	ErrIdleTimeout error = idleTimeoutError{}
+
 	// ErrRawIO is returned by the Read and Write methods of the
 	// syscall.RawConn that Conn.SyscallConn returns: the engine owns the
 	// socket's I/O, so only Control is supported.
 	ErrRawIO = errors.New("ringpoll: RawConn Read and Write are not supported: the engine owns the socket's I/O")
 )
+
+type idleTimeoutError struct{}
+
+func (idleTimeoutError) Error() string {
+	return "ringpoll: connection closed after its idle timeout"
+}
+
+func (idleTimeoutError) Is(target error) bool { return target == net.ErrClosed }

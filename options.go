@@ -172,7 +172,10 @@ func (c *config) setMark(dst *int, option string, n int) {
 }
 
 // WithIdleTimeout closes a connection that neither received nor sent a byte
-// for d. Default: 0, never.
+// for d, whichever way it was made: accepted from a Listener, served by a
+// Server, or dialed (Dial, Dialer). The close is Close's, and the
+// connection's calls then fail with ErrIdleTimeout, which also matches
+// net.ErrClosed. Default: 0, never.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(c *config) { c.setDuration(&c.idle, "WithIdleTimeout", d) }
 }

@@ -170,14 +170,19 @@ func (fd *FD) StartIdleTimer() {
 // still holds slices of them (lifetime.go). It returns
 // ErrClosed if fd was already closed. Safe for concurrent use, and it never
 // waits, so a handler on the loop may call it.
-func (fd *FD) Close() error {
+func (fd *FD) Close() error { return fd.close(0) }
+
+// close is Close, marking fd with why (lifeIdle, or 0 for Close) in the
+// same update that closes it, so that the first closer alone names the
+// cause.
+func (fd *FD) close(why uint64) error {
 	for {
 		old := fd.life.Load()
 		if old&lifeClosed != 0 {
 			return ErrClosed
 		}
 		// Closed, and holding a reference of its own until the end.
-		if fd.life.CompareAndSwap(old, (old+lifeSys)|lifeClosed) {
+		if fd.life.CompareAndSwap(old, (old+lifeSys)|lifeClosed|why) {
 			break
 		}
 	}
@@ -254,7 +259,7 @@ func (fd *FD) touch() {
 }
 
 // checkIdle runs on the idle timer: close fd if nothing moved for the idle
-// timeout, else wait for the rest of it.
+// timeout (IdleClosed then reports it), else wait for the rest of it.
 func (fd *FD) checkIdle() {
 	st := fd.idle.Load()
 	idle := time.Since(clock) - time.Duration(st.lastActive.Load())
@@ -262,7 +267,7 @@ func (fd *FD) checkIdle() {
 		st.timer.Reset(left)
 		return
 	}
-	fd.Close()
+	fd.close(lifeIdle)
 }
 
 // ExpireIdle closes fd as its idle timer does when the idle timeout
@@ -276,7 +281,7 @@ func (fd *FD) ExpireIdle() {
 	if st := fd.idle.Load(); st != nil {
 		st.timer.Stop()
 	}
-	time.AfterFunc(0, func() { fd.Close() })
+	time.AfterFunc(0, func() { fd.close(lifeIdle) })
 }
 
 // IdleFor returns how long fd has had no input or output, as its idle

@@ -55,6 +55,8 @@ const (
 	lifeFDClosed = 1 << 59
 	// lifeDestroyed: the buffers are freed.
 	lifeDestroyed = 1 << 58
+	// lifeIdle: the idle timer made the close (set with lifeClosed).
+	lifeIdle = 1 << 57
 )
 
 // acquire takes one reference of the kind ref, unless fd is closed.
@@ -105,6 +107,10 @@ func (fd *FD) Unref() { fd.put(lifeMem) }
 
 // Closing reports whether Close has been called.
 func (fd *FD) Closing() bool { return fd.life.Load()&lifeClosed != 0 }
+
+// IdleClosed reports whether fd was closed by its idle timer (or
+// ExpireIdle) rather than by Close.
+func (fd *FD) IdleClosed() bool { return fd.life.Load()&lifeIdle != 0 }
 
 // Detached reports whether the loop has let go of fd (Detach).
 func (fd *FD) Detached() bool { return fd.life.Load()&lifeDetached != 0 }
