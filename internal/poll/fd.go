@@ -36,6 +36,7 @@ type FD struct {
 	inLent   bool        // WriteTo's writer reads consumed input: nothing is released; inMu
 	loopOwns bool        // the loop is sending out; writers must queue; outMu
 	wrClosed bool        // outMu
+	inStop   bool        // reads fail rather than wait for input (StopWaits); inMu
 	outFull  atomic.Bool // out.Held() >= OutputHighWater; stored under outMu (noteOut)
 	// inHint is the input buffer's grow hint, kept for the buffer fd
 	// takes after giving its own back (inMu).
@@ -211,6 +212,35 @@ func (fd *FD) ExpireDrain(stats *Stats) {
 	hook(HookDrainExpired, fd)
 	stats.DrainsExpired.Add(1)
 	resetOnClose(fd.Sysfd)
+}
+
+// StopWaits makes the reads that need more input than fd holds fail with
+// ErrStopped instead of waiting for it, from now on, and wakes those that
+// wait: for a Server that shuts down, whose handlers may still read what
+// has arrived but must not wait for a peer that may never send the rest.
+// Input that has arrived stays readable. It does not apply to an FD with
+// NoBlock set, whose reads never wait. Safe for concurrent use.
+func (fd *FD) StopWaits() {
+	fd.inMu.Lock()
+	fd.inStop = true
+	fd.inMu.Unlock()
+	fd.signalReadable() // a waiter looks again (lockInput) and sees it
+}
+
+// noWait returns the error of a read that would now wait for input, or
+// nil if it may wait. It locks inMu, which a reader about to wait can
+// afford, so that inStop shares the flags' word.
+func (fd *FD) noWait() error {
+	if fd.NoBlock {
+		return ErrWouldBlock
+	}
+	fd.inMu.Lock()
+	stop := fd.inStop
+	fd.inMu.Unlock()
+	if stop {
+		return ErrStopped
+	}
+	return nil
 }
 
 // LimitInput lowers the input high-water mark to at most n bytes (the low

@@ -202,8 +202,8 @@ func (fd *FD) lockInput(n int) error {
 		if resume {
 			fd.Loop.Resume(fd)
 		}
-		if fd.NoBlock {
-			return ErrWouldBlock
+		if err := fd.noWait(); err != nil {
+			return err
 		}
 		if wake == nil {
 			wake = fd.waits().readable.wait()

@@ -152,6 +152,9 @@ var (
 	// ErrWriteClosed is returned by writes after CloseWrite. It matches
 	// syscall.EPIPE too, as such a write on a net.Conn fails with it.
 	ErrWriteClosed error = writeClosedError{}
+	// ErrStopped is returned, after StopWaits, by a read that needs more
+	// input than has arrived.
+	ErrStopped = errors.New("ringpoll: reads no longer wait for input")
 	// ErrWouldBlock is returned, on an FD with NoBlock set, by a read
 	// that needs more input than has arrived and by a CloseWrite that
 	// would wait for output to drain.
