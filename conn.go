@@ -454,13 +454,17 @@ func (r rawConn) Write(func(fd uintptr) bool) error { return r.c.opError("raw-wr
 
 // opError wraps err as net does: io.EOF as is, everything else in a
 // *net.OpError. On a connection its idle timer closed, net.ErrClosed
-// becomes ErrIdleTimeout, which says why and still matches it.
+// becomes ErrIdleTimeout, which says why and still matches it; a read
+// that Server.Shutdown stopped from waiting fails with ErrServerClosed.
 func (c *Conn) opError(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	if err == net.ErrClosed && c.fd.IdleClosed() {
+	switch {
+	case err == net.ErrClosed && c.fd.IdleClosed():
 		err = ErrIdleTimeout
+	case err == poll.ErrStopped:
+		err = ErrServerClosed // the FD's Server stopped its waits (drain)
 	}
 	return &net.OpError{Op: op, Net: c.network.String(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

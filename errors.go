@@ -14,7 +14,10 @@ import (
 // an *os.SyscallError inside it.
 var (
 	// ErrServerClosed is returned by Serve after Shutdown, and by a
-	// Server's setup of a connection that arrives while it shuts down.
+	// Server's setup of a connection that arrives while it shuts down. It
+	// is the cause (context.Cause) of the handlers' context, which
+	// Shutdown cancels, and is matched by the error of a handler's read
+	// that would wait for input once Shutdown began (see Handler).
 	ErrServerClosed = errors.New("ringpoll: Server closed")
 
 	// ErrEngineUnavailable is wrapped by the error of Listen, Dial and

@@ -21,7 +21,12 @@ import (
 // consuming; once it leaves input unconsumed, it is next called when more
 // arrives. When the peer has closed and the input is used up, the Server
 // closes the connection. Returning an error closes the connection. ctx is
-// the Server's: it is cancelled when Shutdown stops waiting for handlers.
+// the Server's: Shutdown cancels it as it starts, with the cause
+// ErrServerClosed (context.Cause). From then on a read that needs more
+// input than has arrived fails with an error matching ErrServerClosed
+// instead of waiting, and a read waiting then is woken with it: a peer
+// that stalls in the middle of a request holds no handler, nor Shutdown,
+// up (TestShutdownHalfLine).
 //
 // A panic in the handler ends its connection, not the process: the Server
 // recovers it, as net/http does, logs it at Error level with its value and
@@ -39,7 +44,7 @@ type Server struct {
 	pool    *gopool.Pool
 	panics  atomic.Uint64 // handler calls that panicked (ServerStats)
 	ctx     context.Context
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
@@ -65,7 +70,7 @@ func NewServer(h Handler, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Server{
 		handler:   h,
 		opts:      opts,
@@ -188,9 +193,11 @@ func (s *Server) forget(c *Conn) {
 // down for writing).
 const lingerTimeout = 500 * time.Millisecond
 
-// Shutdown stops the Server gracefully: it closes the listeners, stops
-// calling the handler for new input, lets running handlers finish and their
-// output drain, then closes each connection: it shuts down the writing side
+// Shutdown stops the Server gracefully: it closes the listeners, cancels
+// the handlers' context (with the cause ErrServerClosed), makes their
+// reads fail rather than wait for input (see Handler), stops calling the
+// handler for new input, lets running handlers finish and their output
+// drain, then closes each connection: it shuts down the writing side
 // (the peer reads every reply, then EOF) and closes once the peer closes,
 // or half a second after the peer acknowledged the last reply or reset the
 // connection. Every request a handler consumed gets its whole reply.
@@ -203,6 +210,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		l.Close()
 	}
 	s.mu.Unlock()
+	s.cancel(ErrServerClosed)
 	defer s.pool.Close()
 
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -216,7 +224,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.mu.Lock()
 			s.forced = true
 			s.mu.Unlock()
-			s.cancel()
 			s.closeAll()
 			return ctx.Err()
 		case <-tick.C:
@@ -235,7 +242,12 @@ func (s *Server) drain() int {
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
 	for _, c := range conns {
-		c.setFlag(connDraining)
+		if !c.flagSet(connDraining) {
+			c.setFlag(connDraining)
+			// A handler may read what has arrived, but must not wait
+			// for a peer that may never send the rest of a request.
+			c.fd.StopWaits()
+		}
 		end := c.lingerEnd()
 		switch {
 		case end == 0 && !c.processing.Load() && c.fd.Quiet():
