@@ -34,11 +34,10 @@ type Conn struct {
 	eng    *engineRef
 
 	// The small fields, together so that they share two words.
-	network    netIndex      // index into networks
-	bits       uint8         // connInline, connPeer4, connPeer6; set before the Conn is shared
-	peerPort   uint16        // see peerIP
-	processing atomic.Bool   // a Server's handler runs or is scheduled
-	flags      atomic.Uint32 // connHeldBack, connDraining
+	network  netIndex      // index into networks
+	bits     uint8         // connInline, connPeer4, connPeer6; set before the Conn is shared
+	peerPort uint16        // see peerIP
+	flags    atomic.Uint32 // connProcessing, connHeldBack, connDraining
 	// inputSeq is bumped by the loop on each input batch of a Server's
 	// connection; serve compares it for change only, so it may wrap.
 	inputSeq atomic.Uint32
@@ -59,9 +58,11 @@ type Conn struct {
 
 // A Conn's flags.
 const (
+	// connProcessing: a Server's handler runs or is scheduled (claim).
+	connProcessing uint32 = 1 << iota
 	// connHeldBack: an inline handler waits for output above the
 	// high-water mark to drain.
-	connHeldBack uint32 = 1 << iota
+	connHeldBack
 	// connDraining: set by Server.Shutdown; the handler is not called any
 	// more and new input is dropped.
 	connDraining
@@ -84,6 +85,25 @@ func (c *Conn) setFlag(f uint32)      { c.flags.Or(f) }
 
 // takeFlag clears f and reports whether it was set.
 func (c *Conn) takeFlag(f uint32) bool { return c.flags.And(^f)&f != 0 }
+
+// claim sets connProcessing and reports whether it was clear: whether the
+// caller is the one to run the handler. The load first spares the cache
+// line a write when a handler runs already, as a failed compare-and-swap
+// of a flag of its own did.
+func (c *Conn) claim() bool {
+	for {
+		f := c.flags.Load()
+		if f&connProcessing != 0 {
+			return false
+		}
+		if c.flags.CompareAndSwap(f, f|connProcessing) {
+			return true
+		}
+	}
+}
+
+// unclaim clears connProcessing: no handler runs any more.
+func (c *Conn) unclaim() { c.flags.And(^connProcessing) }
 
 // networks are the networks a Conn can be on (checkNetwork); a Conn keeps
 // the index, a byte, where the name would take sixteen.

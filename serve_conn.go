@@ -58,7 +58,7 @@ func (c *Conn) finish(fns []CloseCallback) {
 // runs it here.
 func (c *Conn) schedule() {
 	c.inputSeq.Add(1)
-	if c.processing.CompareAndSwap(false, true) {
+	if c.claim() {
 		if c.inline() {
 			c.serve()
 			return
@@ -90,17 +90,17 @@ func (c *Conn) holdBack() bool {
 }
 
 // serve runs the handler while there is input it makes progress on, then
-// gives up the processing flag. The re-check after clearing the flag catches
+// gives up connProcessing. The re-check after clearing the flag catches
 // input that arrived while it was set, whose schedule call did nothing.
 func (c *Conn) serve() {
 	for {
 		seq := c.inputSeq.Load()
 		if !c.runHandler() {
-			c.processing.Store(false)
+			c.unclaim()
 			return
 		}
-		c.processing.Store(false)
-		if c.inputSeq.Load() == seq || !c.processing.CompareAndSwap(false, true) {
+		c.unclaim()
+		if c.inputSeq.Load() == seq || !c.claim() {
 			return
 		}
 	}

@@ -250,7 +250,7 @@ func (s *Server) drain() int {
 		}
 		end := c.lingerEnd()
 		switch {
-		case end == 0 && !c.processing.Load() && c.fd.Quiet():
+		case end == 0 && !c.flagSet(connProcessing) && c.fd.Quiet():
 			// The last reply is out and no handler can start another.
 			c.setLingerEnd(now + int64(lingerTimeout))
 			if c.fd.InputEnded() && c.fd.Len() == 0 {

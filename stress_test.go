@@ -215,7 +215,7 @@ func tsServerConns(srv *Server) string {
 	for _, c := range cs {
 		fmt.Fprintf(&b, "  %v: readable %d, held %d, input ended %v, queued out %d, quiet %v, closing %v, detached %v, descriptor closed %v, handler running %v, draining %v\n",
 			c.RemoteAddr(), c.fd.Len(), c.fd.InputHeld(), c.fd.InputEnded(), c.fd.OutputQueued(), c.fd.Quiet(),
-			c.fd.Closing(), c.fd.Detached(), c.fd.DescriptorClosed(), c.processing.Load(), c.flagSet(connDraining))
+			c.fd.Closing(), c.fd.Detached(), c.fd.DescriptorClosed(), c.flagSet(connProcessing), c.flagSet(connDraining))
 		if ti, err := unix.GetsockoptTCPInfo(c.fd.Sysfd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
 			inq, _ := unix.IoctlGetInt(c.fd.Sysfd, unix.SIOCINQ)
 			outq, _ := unix.IoctlGetInt(c.fd.Sysfd, unix.SIOCOUTQ)
