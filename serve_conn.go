@@ -3,6 +3,8 @@ package ringpoll
 import (
 	"errors"
 	"runtime/debug"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // The per-connection side of a Server: scheduling the handler on input.
@@ -137,6 +139,7 @@ func (c *Conn) runHandler() bool {
 			return false // closed since the check above
 		}
 		err := c.call()
+		poll.Hook(poll.HookHandlerReturned, c.fd)
 		after, doneAfter, endedAfter := c.fd.ReleaseState(c.reader.settled())
 		c.fd.Unref()
 		if err != nil && !(c.inline() && errors.Is(err, ErrWouldBlock)) {
@@ -181,19 +184,3 @@ func (s *Server) handlerPanicked(c *Conn, v any) error {
 // errHandlerPanicked is what a panicking handler call returns to the
 // Server, which closes the connection on it.
 var errHandlerPanicked = errors.New("ringpoll: the handler panicked")
-
-// dropInput consumes and releases the input of a connection the Server is
-// shutting down: requests that arrive after its last reply are not served,
-// and input must keep flowing so the peer's close can be seen. It closes
-// the connection once the peer has closed.
-func (c *Conn) dropInput() bool {
-	if n := c.fd.Len(); n > 0 {
-		c.fd.Skip(n)
-	}
-	c.fd.Release()
-	if c.fd.InputEnded() {
-		c.Close()
-		return false
-	}
-	return true
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/gopool"
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // Handler serves a connection's input, netpoll style: a Server calls it on a
@@ -242,35 +243,8 @@ func (s *Server) drain() int {
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
 	for _, c := range conns {
-		if !c.flagSet(connDraining) {
-			c.setFlag(connDraining)
-			// A handler may read what has arrived, but must not wait
-			// for a peer that may never send the rest of a request.
-			c.fd.StopWaits()
-		}
-		end := c.lingerEnd()
-		switch {
-		case end == 0 && !c.flagSet(connProcessing) && c.fd.Quiet():
-			// The last reply is out and no handler can start another.
-			c.setLingerEnd(now + int64(lingerTimeout))
-			if c.fd.InputEnded() && c.fd.Len() == 0 {
-				c.Close() // the peer is gone already
-				continue
-			}
-			go func() {
-				if c.CloseWrite() != nil {
-					c.Close()
-				}
-			}()
-		case end != 0 && now > end:
-			if c.unacked() > 0 {
-				// Replies still in the socket (a slow reader): a close
-				// now would reset the connection and drop them.
-				c.setLingerEnd(now + int64(lingerTimeout))
-				continue
-			}
-			c.Close()
-		}
+		c.drainStep(now)
+		poll.Hook(poll.HookShutdownLooked, c.fd)
 	}
 	return len(conns) + settingUp
 }

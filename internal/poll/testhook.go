@@ -41,6 +41,10 @@ const (
 	// another Read of the same File in progress and is about to wait for
 	// it to end, on the reader's goroutine; fd is nil.
 	HookFileReadWait
+	// HookShutdownLooked: Server.Shutdown looked at fd on one of its
+	// rounds (and began its half-close if it found it quiet), and goes
+	// on to the next connection.
+	HookShutdownLooked
 )
 
 // testHook is the hook a test set, or nil.
