@@ -34,10 +34,15 @@ type Conn struct {
 	eng    *engineRef
 
 	// The small fields, together so that they share two words.
-	network  netIndex      // index into networks
-	bits     uint8         // connInline, connPeer4, connPeer6; set before the Conn is shared
-	peerPort uint16        // see peerIP
-	flags    atomic.Uint32 // connProcessing, connHeldBack, connDraining
+	network  netIndex // index into networks
+	bits     uint8    // connInline, connPeer4, connPeer6; set before the Conn is shared
+	peerPort uint16   // see peerIP
+	// stallAt is, while connStalled is set, the low 32 bits of the input
+	// total (consumed plus readable) when the handler last returned
+	// without progress: Server.Shutdown tells by it input the handler
+	// has seen from input the loop has just linked (drained).
+	stallAt atomic.Uint32
+	flags   atomic.Uint32 // connProcessing, connHeldBack, connDraining, connStalled
 	// inputSeq is bumped by the loop on each input batch of a Server's
 	// connection; serve compares it for change only, so it may wrap.
 	inputSeq atomic.Uint32
@@ -63,9 +68,13 @@ const (
 	// connHeldBack: an inline handler waits for output above the
 	// high-water mark to drain.
 	connHeldBack
-	// connDraining: set by Server.Shutdown; the handler is not called any
-	// more and new input is dropped.
+	// connDraining: set by Server.Shutdown; the handler is called only
+	// for input that arrived before (connExtra.cutoff), and the rest is
+	// dropped.
 	connDraining
+	// connStalled: the handler's last run ended when a call consumed
+	// nothing, with input left (stallAt), and no run began since.
+	connStalled
 )
 
 // A Conn's bits, set by newConn.

@@ -12,6 +12,11 @@ type connExtra struct {
 	// side is shut down: when it is closed even if the peer has not closed
 	// (Unix nanoseconds).
 	lingerEnd atomic.Int64
+	// cutoff is set by Server.Shutdown when it begins to drain the
+	// connection: the input total (consumed plus readable) then. While
+	// the handler has consumed less, input that arrived before Shutdown
+	// is still owed a call; 0 once nothing is (owes).
+	cutoff atomic.Uint64
 
 	mu        sync.Mutex
 	callbacks []CloseCallback // AddCloseCallback's, in the order added

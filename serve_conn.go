@@ -109,17 +109,20 @@ func (c *Conn) serve() {
 }
 
 // runHandler calls the handler while it consumes input. It reports false
-// once the connection is closed or closing. Progress is what the handler
-// consumed, not what is left: input the loop adds while a pooled handler
-// runs can match, byte for byte, what the handler took, and a connection
-// whose input then ended would be closed with that input unserved.
+// once the connection is closed or closing. Once Shutdown began, it calls
+// the handler only for input that arrived before (drain.go). Progress is
+// what the handler consumed, not what is left: input the loop adds while
+// a pooled handler runs can match, byte for byte, what the handler took,
+// and a connection whose input then ended would be closed with that input
+// unserved.
 func (c *Conn) runHandler() bool {
 	n, done, ended := c.fd.InputState()
+	c.unstall()
 	for {
 		if c.fd.Closing() {
 			return false
 		}
-		if c.flagSet(connDraining) {
+		if c.flagSet(connDraining) && !c.owes(done) {
 			return c.dropInput()
 		}
 		if n == 0 {
@@ -153,6 +156,14 @@ func (c *Conn) runHandler() bool {
 				c.Close() // nothing will ever complete what is left
 				return false
 			}
+			if c.flagSet(connDraining) {
+				// Shutdown began: the handler's reads no longer wait,
+				// and what completes the request, if it ever comes,
+				// comes after. It is owed nothing more.
+				c.forgive()
+				continue
+			}
+			c.stall(doneAfter + uint64(after))
 			return true
 		}
 		n, done, ended = after, doneAfter, endedAfter

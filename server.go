@@ -16,18 +16,21 @@ import (
 
 // Handler serves a connection's input, netpoll style: a Server calls it on a
 // pooled goroutine (or, with WithInlineHandler, on the event loop) whenever
-// the connection has unread input, never twice at once for one connection. It reads through c.Reader() and writes through
-// c.Writer() (or Read and Write). Input the handler consumed is released
-// when it returns. It is called again while input remains and it keeps
-// consuming; once it leaves input unconsumed, it is next called when more
-// arrives. When the peer has closed and the input is used up, the Server
-// closes the connection. Returning an error closes the connection. ctx is
-// the Server's: Shutdown cancels it as it starts, with the cause
-// ErrServerClosed (context.Cause). From then on a read that needs more
-// input than has arrived fails with an error matching ErrServerClosed
-// instead of waiting, and a read waiting then is woken with it: a peer
-// that stalls in the middle of a request holds no handler, nor Shutdown,
-// up (TestShutdownHalfLine).
+// the connection has unread input, never twice at once for one
+// connection. It reads through c.Reader() and writes through c.Writer()
+// (or Read and Write). Input the handler consumed is released when it
+// returns. It is called again while input remains and it keeps consuming;
+// once it leaves input unconsumed, it is next called when more arrives.
+// When the peer has closed and the input is used up, the Server closes the
+// connection. Returning an error closes the connection.
+//
+// ctx is the Server's: Shutdown cancels it as it starts, with the cause
+// ErrServerClosed (context.Cause). From then on the handler is called only
+// for input that arrived before (see Server.Shutdown), and a read that
+// needs more input than has arrived fails with an error matching
+// ErrServerClosed instead of waiting; a read waiting then is woken with
+// it. So a peer that stalls in the middle of a request holds up neither
+// the handler nor Shutdown (TestShutdownHalfLine).
 //
 // A panic in the handler ends its connection, not the process: the Server
 // recovers it, as net/http does, logs it at Error level with its value and
@@ -194,16 +197,21 @@ func (s *Server) forget(c *Conn) {
 // down for writing).
 const lingerTimeout = 500 * time.Millisecond
 
-// Shutdown stops the Server gracefully: it closes the listeners, cancels
-// the handlers' context (with the cause ErrServerClosed), makes their
-// reads fail rather than wait for input (see Handler), stops calling the
-// handler for new input, lets running handlers finish and their output
-// drain, then closes each connection: it shuts down the writing side
-// (the peer reads every reply, then EOF) and closes once the peer closes,
-// or half a second after the peer acknowledged the last reply or reset the
-// connection. Every request a handler consumed gets its whole reply.
-// Shutdown returns when all connections are closed; if ctx ends first, it
-// closes the rest at once and returns ctx's error.
+// Shutdown stops the Server gracefully. It closes the listeners, cancels
+// the handlers' context (with the cause ErrServerClosed) and makes their
+// reads fail rather than wait for input (see Handler). The input each
+// connection had received by then is still handed to the handler, whether
+// it was waiting to be read, held by a handler that left it for more, or
+// just arriving on the event loop; input received after is dropped. Once a
+// connection's handler is done with that input and its output is sent,
+// Shutdown shuts down the writing side (the peer reads every reply, then
+// EOF) and closes the connection once the peer closes, or half a second
+// after the peer acknowledged the last reply or reset the connection. So
+// every request that had arrived whole gets its whole reply
+// (TestShutdownServesArrivedInput), and a peer that stalls in the middle
+// of one holds nothing up (TestShutdownHalfLine). Shutdown returns when
+// all connections are closed; if ctx ends first, it closes the rest at
+// once and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true

@@ -3,11 +3,15 @@
 package ringpoll
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // TestShutdownHalfLine: a peer sends a request and half of the next line
@@ -93,6 +97,162 @@ func TestShutdownHalfLine(t *testing.T) {
 					t.Errorf("after Shutdown the peer read %q, want EOF", got)
 				}
 			})
+		}
+	})
+}
+
+// tsOneLine is a handler that echoes the first whole line of its input
+// and returns, leaving the rest (more lines, or part of one) for the next
+// call: the Server calls it again while it consumes input. It never
+// waits, so it runs pooled and inline alike; calls counts its calls.
+func tsOneLine(calls *atomic.Int32) Handler {
+	return func(ctx context.Context, c *Conn) error {
+		calls.Add(1)
+		r := c.Reader()
+		n := r.Len()
+		if n == 0 {
+			return nil
+		}
+		b, err := r.Peek(n)
+		if err != nil {
+			return err
+		}
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return nil // the rest of the line is still to come
+		}
+		line, err := r.Next(i + 1)
+		if err != nil {
+			return err
+		}
+		return tsEchoLine(c, line)
+	}
+}
+
+// tsHold stops, once, the goroutine that reaches a hook point for one
+// connection, until let; and reports each time Server.Shutdown has looked
+// at that connection.
+type tsHold struct {
+	fd       *poll.FD
+	point    poll.HookPoint
+	held     atomic.Bool
+	reached  chan struct{} // the goroutine stopped at point
+	release  chan struct{}
+	looked   chan struct{} // Shutdown looked at fd (HookShutdownLooked)
+	letOnce  sync.Once
+	restored func()
+}
+
+// tsHoldAt sets the test hook to stop at point for fd, until the end of
+// the test at the latest.
+func tsHoldAt(t *testing.T, fd *poll.FD, point poll.HookPoint) *tsHold {
+	h := &tsHold{fd: fd, point: point, reached: make(chan struct{}, 1),
+		release: make(chan struct{}), looked: make(chan struct{}, 1)}
+	h.restored = poll.SetTestHook(func(p poll.HookPoint, fd *poll.FD) {
+		if fd != h.fd {
+			return
+		}
+		switch {
+		case p == poll.HookShutdownLooked:
+			select {
+			case h.looked <- struct{}{}:
+			default:
+			}
+		case p == h.point && h.held.CompareAndSwap(false, true):
+			h.reached <- struct{}{}
+			<-h.release
+		}
+	})
+	t.Cleanup(func() {
+		h.let()
+		h.restored()
+	})
+	return h
+}
+
+// let lets the held goroutine go on.
+func (h *tsHold) let() { h.letOnce.Do(func() { close(h.release) }) }
+
+// TestShutdownServesArrivedInput: a request that arrived before Shutdown
+// is served, however far on its way to the handler it was when Shutdown
+// looked at its connection; then the peer reads EOF. Each case holds one
+// goroutine at a hook point, lets Shutdown look at the connection, then
+// lets it go:
+//
+//   - linked: the loop linked the request into the input and has not
+//     yet scheduled the handler (HookInputLinked);
+//   - after-partial: the same, for the end of a line whose start ("hal")
+//     the handler saw before and left for more;
+//   - pipelined: two requests arrived together, and the handler, which
+//     serves one line a call, returned from the first (HookHandlerReturned).
+func TestShutdownServesArrivedInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		point poll.HookPoint
+		// send sends the request(s) while the hook is set, before the
+		// hold; want is the reply.
+		before, send, want string
+	}{
+		{"linked", poll.HookInputLinked, "", "ping\n", "ping\n"},
+		{"after-partial", poll.HookInputLinked, "hal", "f\n", "half\n"},
+		{"pipelined", poll.HookHandlerReturned, "", "a\nb\n", "a\nb\n"},
+	}
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, style := range []tsStyle{tsHandler, tsInline} {
+			for _, tc := range cases {
+				t.Run(string(style)+"/"+tc.name, func(t *testing.T) {
+					var opts []Option
+					if style == tsInline {
+						opts = append(opts, WithInlineHandler())
+					}
+					var calls atomic.Int32
+					var conn atomic.Pointer[Conn]
+					one := tsOneLine(&calls)
+					srv, ln, _ := tsStartServer(t, e, func(ctx context.Context, c *Conn) error {
+						conn.Store(c)
+						return one(ctx, c)
+					}, opts...)
+					client := tsDialStd(t, "tcp", ln.Addr().String())
+					if err := tsEchoOnce(client, "hello\n"); err != nil {
+						t.Fatal(err)
+					}
+					c := conn.Load()
+					idle := func() bool { return !c.flagSet(connProcessing) }
+					tsEventually(t, "the handler to be done with hello", idle)
+					if tc.before != "" {
+						n := calls.Load()
+						if _, err := client.Write([]byte(tc.before)); err != nil {
+							t.Fatal(err)
+						}
+						tsEventually(t, "the handler to see the start of the line and leave it", func() bool {
+							return calls.Load() > n && idle()
+						})
+					}
+					h := tsHoldAt(t, c.fd, tc.point)
+					if _, err := client.Write([]byte(tc.send)); err != nil {
+						t.Fatal(err)
+					}
+					tsRecv(t, h.reached, "the hold")
+					if tc.point == poll.HookHandlerReturned {
+						// Both requests are in before Shutdown.
+						total := uint64(len("hello\n") + len(tc.send))
+						tsEventually(t, "the second request to arrive", func() bool {
+							n, done, _ := c.fd.InputState()
+							return done+uint64(n) == total
+						})
+					}
+					shut := make(chan error, 1)
+					go func() { shut <- srv.Shutdown(context.Background()) }()
+					tsRecv(t, h.looked, "Shutdown to look at the connection")
+					h.let()
+					if got := tsReadEOF(t, client, false); string(got) != tc.want {
+						t.Errorf("after Shutdown the peer read %q, then EOF; want %q", got, tc.want)
+					}
+					if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
+						t.Errorf("Shutdown: %v", err)
+					}
+				})
+			}
 		}
 	})
 }
