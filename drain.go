@@ -74,17 +74,19 @@ func (c *Conn) forgive() { c.extra.Load().cutoff.Store(0) }
 // drained reports whether Shutdown may half-close a draining c: no handler
 // runs, the input that arrived before Shutdown was consumed, or seen by
 // the handler and left for more input (which, arriving after, no longer
-// counts), and no output is queued.
+// counts), or can get no reply any more (c cannot be written to), and no
+// output is queued.
 func (c *Conn) drained() bool {
 	if c.flagSet(connProcessing) {
 		return false
 	}
 	if x := c.extra.Load(); x.cutoff.Load() != 0 {
 		n, done, _ := c.fd.InputState()
-		if c.owes(done) && !c.stalledAt(done+uint64(n)) {
+		if c.owes(done) && !c.stalledAt(done+uint64(n)) && c.fd.WriteErr() == nil {
 			// No handler has seen this input: the loop has linked it
-			// and is about to schedule the handler (or, inline, to
-			// run it once output drained).
+			// and is about to schedule the handler, or, inline, will
+			// run it once the output drained. (Once a send failed,
+			// that drain never comes, and no reply could go out.)
 			return false
 		}
 		c.forgive()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -253,6 +254,46 @@ func TestShutdownServesArrivedInput(t *testing.T) {
 					}
 				})
 			}
+		}
+	})
+}
+
+// TestShutdownHeldBackReset: an inline handler's connection is held back
+// (its output above the high-water mark, the peer not reading) with input
+// waiting, when the peer resets it. The failed send drops the output, and
+// no drain of it will ever run the handler again (on epoll and
+// uring-reactor, whose loops see the reset on the send); Shutdown must
+// not wait for the handler to be handed that input, since no reply to it
+// could go out: Shutdown(context.Background()) returns.
+func TestShutdownHeldBackReset(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		var conn atomic.Pointer[Conn]
+		srv, ln, _ := tsStartServer(t, e, func(ctx context.Context, c *Conn) error {
+			conn.Store(c)
+			return tsEchoHandler(ctx, c)
+		}, WithInlineHandler(), WithOutputHighWater(64<<10))
+		client := tsDialStd(t, "tcp", ln.Addr().String()).(*net.TCPConn)
+		go func() {
+			for {
+				if _, err := client.Write(tsBig[:1<<20]); err != nil {
+					return
+				}
+			}
+		}()
+		tsEventually(t, "the handler to be held back with input waiting", func() bool {
+			c := conn.Load()
+			return c != nil && c.flagSet(connHeldBack) && c.fd.Len() > 0
+		})
+		c := conn.Load()
+		client.SetLinger(0)
+		client.Close()
+		// The loop's send fails on the reset (or the handler, run again,
+		// failed and closed the connection).
+		tsEventually(t, "the server to see the reset", func() bool { return c.fd.WriteErr() != nil })
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(context.Background()) }()
+		if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
+			t.Errorf("Shutdown: %v", err)
 		}
 	})
 }
