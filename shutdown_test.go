@@ -21,11 +21,14 @@ import (
 // although the line will never complete, and the reply already owed
 // reaches the peer, then EOF. A pooled handler blocked in Until for the
 // rest of the line is woken with an error matching ErrServerClosed, its
-// context already cancelled; an inline one, which never blocks, was
-// called on "hal" and left it.
+// context already cancelled, and returns it (handler) or nil
+// (handler-returns-nil: the Server then owes it nothing more, and drops
+// "hal"); an inline one, which never blocks, was called on "hal" and left
+// it.
 func TestShutdownHalfLine(t *testing.T) {
+	const swallow tsStyle = "handler-returns-nil"
 	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, style := range []tsStyle{tsHandler, tsInline} {
+		for _, style := range []tsStyle{tsHandler, swallow, tsInline} {
 			t.Run(string(style), func(t *testing.T) {
 				var opts []Option
 				if style == tsInline {
@@ -55,6 +58,9 @@ func TestShutdownHalfLine(t *testing.T) {
 								err = errors.Join(err, errors.New("the context's cause is not ErrServerClosed"), cause)
 							}
 							woken <- err
+							if style == swallow {
+								return nil
+							}
 							return err
 						}
 						w.WriteBinary(line)
@@ -82,7 +88,7 @@ func TestShutdownHalfLine(t *testing.T) {
 				}
 				shut := make(chan error, 1)
 				go func() { shut <- srv.Shutdown(context.Background()) }()
-				if style == tsHandler {
+				if style != tsInline {
 					err := tsRecv(t, woken, "Shutdown to wake the handler blocked in Until")
 					if !errors.Is(err, ErrServerClosed) {
 						t.Errorf("Until woken by Shutdown returned %v, want an error matching ErrServerClosed", err)
