@@ -28,7 +28,8 @@ func (c *Conn) drainStep(now int64) {
 	end := c.lingerEnd()
 	switch {
 	case end == 0 && c.drained():
-		// The last reply is out and no handler can start another.
+		// The last reply is out, and a handler run from now on only
+		// drops what it finds.
 		poll.Hook(poll.HookShutdownQuiet, c.fd)
 		c.setLingerEnd(now + int64(lingerTimeout))
 		if c.fd.InputEnded() && c.fd.Len() == 0 {
@@ -119,9 +120,9 @@ func (c *Conn) unstall() {
 // stalledAt reports whether the handler's last run ended stalled with
 // total bytes of input in, no run having begun since: whether it has seen
 // all the input there is. stallAt keeps the low 32 bits, which suffice:
-// the input linked between two runs stays under the input high-water
-// mark (at most 2 GiB) and one read, so two totals of one stall that
-// differ never differ by a multiple of 4 GiB.
+// what the loop links while no run begins is bounded by the input
+// high-water mark (at most 2 GiB) and what it reads past the mark, far
+// under 4 GiB, so the two totals never differ by a multiple of it.
 func (c *Conn) stalledAt(total uint64) bool {
 	return c.flagSet(connStalled) && c.stallAt.Load() == uint32(total)
 }
@@ -129,8 +130,7 @@ func (c *Conn) stalledAt(total uint64) bool {
 // dropInput consumes and releases the input of a draining connection whose
 // handler is owed nothing more: requests that arrived after Shutdown
 // began are not served, and input must keep flowing so the peer's close
-// can be seen. It closes
-// the connection once the peer has closed.
+// can be seen. It closes the connection once the peer has closed.
 func (c *Conn) dropInput() bool {
 	if n := c.fd.Len(); n > 0 {
 		c.fd.Skip(n)

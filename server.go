@@ -201,17 +201,18 @@ const lingerTimeout = 500 * time.Millisecond
 // the handlers' context (with the cause ErrServerClosed) and makes their
 // reads fail rather than wait for input (see Handler). The input each
 // connection had received by then is still handed to the handler, whether
-// it was waiting to be read, held by a handler that left it for more, or
-// just arriving on the event loop; input received after is dropped. Once a
-// connection's handler is done with that input and its output is sent,
-// Shutdown shuts down the writing side (the peer reads every reply, then
-// EOF) and closes the connection once the peer closes, or half a second
-// after the peer acknowledged the last reply or reset the connection. So
-// every request that had arrived whole gets its whole reply
-// (TestShutdownServesArrivedInput), and a peer that stalls in the middle
-// of one holds nothing up (TestShutdownHalfLine). Shutdown returns when
-// all connections are closed; if ctx ends first, it closes the rest at
-// once and returns ctx's error.
+// it was waiting to be read or just arriving on the event loop; the rest of
+// a request the handler saw the start of and left for more is not waited
+// for, and input received after is dropped. Once a connection's handler is
+// done with that input and its output is sent, Shutdown shuts down the
+// writing side (the peer reads every reply, then EOF) and closes the
+// connection once the peer closes, or half a second after the peer
+// acknowledged the last reply or reset the connection. So every request
+// that had arrived whole gets its whole reply
+// (TestShutdownServesArrivedInput), and a peer that stalls in the middle of
+// one holds nothing up (TestShutdownHalfLine). Shutdown returns when all
+// connections are closed; if ctx ends first, it closes the rest at once and
+// returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
