@@ -30,6 +30,10 @@ const (
 	// HookHandlerReturned: a Server's handler returned for fd, and the
 	// Server is about to release its input and decide what comes next.
 	HookHandlerReturned
+	// HookShutdownLooked: Server.Shutdown looked at fd on one of its
+	// rounds (and began its half-close if it found it quiet), and goes
+	// on to the next connection.
+	HookShutdownLooked
 	// HookShutdownQuiet: Server.Shutdown found fd quiet (no handler
 	// running) and is about to half-close it.
 	HookShutdownQuiet
@@ -41,10 +45,6 @@ const (
 	// another Read of the same File in progress and is about to wait for
 	// it to end, on the reader's goroutine; fd is nil.
 	HookFileReadWait
-	// HookShutdownLooked: Server.Shutdown looked at fd on one of its
-	// rounds (and began its half-close if it found it quiet), and goes
-	// on to the next connection.
-	HookShutdownLooked
 )
 
 // testHook is the hook a test set, or nil.
