@@ -74,7 +74,9 @@ func (fd *FD) OutputSent(n int) (empty bool) {
 }
 
 // OutputError drops the queued output after a send failed with err; writers
-// get err from then on.
+// get err from then on. A user on the loop (NoBlock) that held back for the
+// queue to drain hears of it as of a drain (Hooks.OutputDrained), since no
+// send will drain it now: it runs again and meets the error.
 func (fd *FD) OutputError(err error) {
 	fd.outMu.Lock()
 	fd.setOutErrLocked(err)
@@ -85,6 +87,9 @@ func (fd *FD) OutputError(err error) {
 	fd.loopOwns = false
 	fd.outMu.Unlock()
 	fd.signalWritable()
+	if fd.NoBlock && fd.Hooks != nil {
+		fd.Hooks.OutputDrained()
+	}
 }
 
 // OutputFull reports whether the output queue is at or above the output

@@ -4,6 +4,7 @@ package poll
 
 import (
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +69,34 @@ type drainHooks struct{ drained int }
 func (*drainHooks) InputArrived()         {}
 func (h *drainHooks) OutputDrained() bool { h.drained++; return false }
 func (*drainHooks) Finalized()            {}
+
+// TestOutputErrorTellsNoBlock: a failed send drops the queue, which no
+// send will drain now: a user on the loop (NoBlock), who may have held
+// back for the drain, hears of it as of one, and runs again to meet the
+// error; others wait on the FD and are woken there.
+func TestOutputErrorTellsNoBlock(t *testing.T) {
+	for _, noBlock := range []bool{false, true} {
+		fd, _, _ := lifeFD(t)
+		h := new(drainHooks)
+		fd.Hooks, fd.NoBlock = h, noBlock
+		out := new(buf.LinkBuffer)
+		out.Append(make([]byte, 1024))
+		if err := fd.WriteBuffer(out); err != nil {
+			t.Fatalf("NoBlock %v: queueing 1 KiB: %v", noBlock, err)
+		}
+		fd.OutputError(syscall.ECONNRESET) // play the loop: the send failed
+		want := 0
+		if noBlock {
+			want = 1
+		}
+		if h.drained != want {
+			t.Errorf("NoBlock %v: OutputDrained called %d times after a failed send, want %d", noBlock, h.drained, want)
+		}
+		if _, err := fd.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("NoBlock %v: Write after the failed send: %v, want ECONNRESET", noBlock, err)
+		}
+	}
+}
 
 // TestOutputDrainedOnlyNoBlock: a send that drains the queue tells the
 // hooks only of an FD whose user runs on the loop (NoBlock); the others'
