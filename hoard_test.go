@@ -161,6 +161,7 @@ func hoardCheckShare(t *testing.T, ln *Listener, copied0 uint64) {
 		t.Error("no receive was copied out of the ring, though a connection held more than its share")
 	}
 }
+
 // TestSliceReleaseFreesAll: a Reader from Slice that was never read frees
 // all of its bytes on Release, before or after its connection closed.
 func TestSliceReleaseFreesAll(t *testing.T) {

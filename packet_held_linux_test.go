@@ -100,4 +100,3 @@ func pcPump(t *testing.T, a, c *PacketConn, n int) {
 		}
 	}
 }
-
