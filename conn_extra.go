@@ -17,6 +17,10 @@ type connExtra struct {
 	// the handler has consumed less, input that arrived before Shutdown
 	// is still owed a call; 0 once nothing is (owes).
 	cutoff atomic.Uint64
+	// drainSince is when Server.Shutdown began to drain the connection
+	// (Unix nanoseconds): a graceful close that still waits on the peer
+	// a drain timeout later ends (Conn.peerHolds).
+	drainSince atomic.Int64
 
 	mu        sync.Mutex
 	callbacks []CloseCallback // AddCloseCallback's, in the order added

@@ -13,6 +13,10 @@ import "github.com/ringpoll/ringpoll/internal/poll"
 //	  every reply, then EOF
 //	half-closed ──the peer closes, or every reply is acknowledged and the
 //	  linger passed──> closed
+//	any step ──still waiting on the peer (output it does not take, replies
+//	  it does not acknowledge) a drain timeout after Shutdown began──>
+//	  aborted: the rest of the output is dropped and the connection reset
+//	  (poll.FD.Abort), so that the peer knows it did not get it all
 //
 // "Seen" is what the handler's last run ended on (stall): input the loop
 // has linked but not yet handed over (InputReady, which schedules the
@@ -23,9 +27,13 @@ import "github.com/ringpoll/ringpoll/internal/poll"
 // nanoseconds).
 func (c *Conn) drainStep(now int64) {
 	if !c.flagSet(connDraining) {
-		c.startDrain()
+		c.startDrain(now)
 	}
 	end := c.lingerEnd()
+	if c.peerHolds(now, end) {
+		c.fd.Abort()
+		return
+	}
 	switch {
 	case end == 0 && c.drained():
 		// The last reply is out, and a handler run from now on only
@@ -55,12 +63,29 @@ func (c *Conn) drainStep(now int64) {
 // startDrain begins c's graceful close: the input that has arrived is
 // owed to the handler, and reads stop waiting, so that the handler may
 // read what has arrived but no peer that stalls mid-request holds it.
-func (c *Conn) startDrain() {
+func (c *Conn) startDrain(now int64) {
 	n, done, _ := c.fd.InputState()
 	// Stored before the flag: a run that sees the flag sees the cutoff.
-	c.extras().cutoff.Store(done + uint64(n))
+	x := c.extras()
+	x.drainSince.Store(now)
+	x.cutoff.Store(done + uint64(n))
 	c.setFlag(connDraining)
 	c.fd.StopWaits()
+}
+
+// peerHolds reports whether c's graceful close has waited on its peer for
+// longer than the drain timeout (at least the linger) since Shutdown began
+// on it, at time now, with end its linger end: output is queued that the
+// peer does not take (a handler may be blocked writing it), or replies
+// wait in the socket for the peer's acknowledgement. A handler that is
+// busy with output sent does not count: only the peer is not waited for
+// without end.
+func (c *Conn) peerHolds(now, end int64) bool {
+	limit := max(c.fd.DrainTimeout(), lingerTimeout)
+	if now <= c.extra.Load().drainSince.Load()+int64(limit) {
+		return false
+	}
+	return !c.fd.Quiet() || (end != 0 && c.unacked() > 0)
 }
 
 // owes reports whether a draining c's handler is owed a call on input that

@@ -10,7 +10,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -300,6 +302,54 @@ func TestShutdownHeldBackReset(t *testing.T) {
 		go func() { shut <- srv.Shutdown(context.Background()) }()
 		if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
 			t.Errorf("Shutdown: %v", err)
+		}
+	})
+}
+
+// TestShutdownPeerNeverReads: a peer asks for a reply far larger than the
+// output high-water mark and never reads it, so a pooled handler blocks
+// writing it and an inline one leaves it queued. Shutdown(
+// context.Background()) must still return: a drain timeout after it
+// began, the connection is closed, and the peer, which was owed more than
+// it got, reads a reset, not a clean end.
+func TestShutdownPeerNeverReads(t *testing.T) {
+	reply := make([]byte, 8<<20)
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, style := range []tsStyle{tsHandler, tsInline} {
+			t.Run(string(style), func(t *testing.T) {
+				opts := []Option{WithOutputHighWater(64 << 10), WithDrainTimeout(50 * time.Millisecond)}
+				if style == tsInline {
+					opts = append(opts, WithInlineHandler())
+				}
+				writing := make(chan struct{}, 1)
+				srv, ln, _ := tsStartServer(t, e, func(ctx context.Context, c *Conn) error {
+					if _, err := c.Reader().Next(c.Reader().Len()); err != nil {
+						return err
+					}
+					select {
+					case writing <- struct{}{}:
+					default:
+					}
+					_, err := c.Write(reply)
+					return err
+				}, opts...)
+				peer := tsDialStd(t, "tcp", ln.Addr().String()).(*net.TCPConn)
+				peer.SetReadBuffer(4096)
+				if _, err := peer.Write([]byte("more than you will read\n")); err != nil {
+					t.Fatal(err)
+				}
+				tsRecv(t, writing, "the handler to write its reply")
+				done := make(chan error, 1)
+				go func() { done <- srv.Shutdown(context.Background()) }()
+				if err := tsRecv(t, done, "Shutdown to return"); err != nil {
+					t.Errorf("Shutdown: %v", err)
+				}
+				peer.SetReadDeadline(time.Now().Add(tsTimeout))
+				got, err := io.Copy(io.Discard, peer)
+				if !errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("the peer read %d of %d bytes, then %v; want a reset", got, len(reply), err)
+				}
+			})
 		}
 	})
 }

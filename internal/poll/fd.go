@@ -173,7 +173,15 @@ func (fd *FD) StartIdleTimer() {
 // waits, so a handler on the loop may call it.
 func (fd *FD) Close() error { return fd.close(0) }
 
-// close is Close, marking fd with why (lifeIdle, or 0 for Close) in the
+// Abort closes fd as Close does, but gives up on its output: what is
+// queued, in fd and in the kernel, is dropped at once rather than drained,
+// and the connection is reset (SO_LINGER 0), so that the peer reads
+// ECONNRESET instead of a stream cut short that ends like a complete one.
+// For a closer that stops waiting on a peer that does not read
+// (Server.Shutdown). Safe for concurrent use; it never waits.
+func (fd *FD) Abort() error { return fd.close(lifeAbort) }
+
+// close is Close, marking fd with why (lifeIdle, lifeAbort, or 0 for Close) in the
 // same update that closes it, so that the first closer alone names the
 // cause.
 func (fd *FD) close(why uint64) error {
@@ -193,7 +201,10 @@ func (fd *FD) close(why uint64) error {
 	// Blocked readers and writers look again and see Closing.
 	fd.signalReadable()
 	fd.signalWritable()
-	if fd.Quiet() {
+	switch {
+	case why&lifeAbort != 0:
+		resetOnClose(fd.Sysfd) // this call's reference keeps it open
+	case fd.Quiet():
 		fd.shutWrite()
 	}
 	fd.Loop.Close(fd)

@@ -57,6 +57,9 @@ const (
 	lifeDestroyed = 1 << 58
 	// lifeIdle: the idle timer made the close (set with lifeClosed).
 	lifeIdle = 1 << 57
+	// lifeAbort: Abort made the close (set with lifeClosed): queued
+	// output is dropped, not drained, and the connection reset.
+	lifeAbort = 1 << 56
 )
 
 // acquire takes one reference of the kind ref, unless fd is closed.
@@ -111,6 +114,10 @@ func (fd *FD) Closing() bool { return fd.life.Load()&lifeClosed != 0 }
 // IdleClosed reports whether fd was closed by its idle timer (or
 // ExpireIdle) rather than by Close.
 func (fd *FD) IdleClosed() bool { return fd.life.Load()&lifeIdle != 0 }
+
+// Aborted reports whether Abort closed fd: the loop drops its queued
+// output at once instead of draining it.
+func (fd *FD) Aborted() bool { return fd.life.Load()&lifeAbort != 0 }
 
 // Detached reports whether the loop has let go of fd (Detach).
 func (fd *FD) Detached() bool { return fd.life.Load()&lifeDetached != 0 }

@@ -291,7 +291,7 @@ func (l *loop) close(fd *poll.FD) {
 	if fd.Detached() {
 		return
 	}
-	if fd.OutputPending() {
+	if fd.OutputPending() && !fd.Aborted() {
 		l.draining[fd] = time.Now().Add(fd.DrainTimeout())
 		l.flush(fd)
 		return

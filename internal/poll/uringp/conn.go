@@ -460,7 +460,7 @@ func (l *loop) close(c *conn) {
 		return // attach will see Closing
 	}
 	c.closing = true
-	if c.fd.OutputPending() {
+	if c.fd.OutputPending() && !c.fd.Aborted() {
 		l.draining[c] = time.Now().Add(c.fd.DrainTimeout())
 		l.flush(c)
 		return
