@@ -1,6 +1,10 @@
 package buf
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/ringpoll/ringpoll/internal/poison"
+)
 
 // classSizes are the pooled node sizes. They are powers of two from 4 KiB
 // (one page, the smallest useful socket read) to 64 KiB (the largest single
@@ -186,6 +190,9 @@ func freeNode(n *node) {
 			o.Release()
 		}
 	default:
+		// Under the ringpoison tag, a slice still read after its node
+		// went back shows the pattern at once, not the next user's bytes.
+		poison.Fill(n.buf)
 		classPools[n.class].Put(n)
 	}
 }
