@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
+	"github.com/ringpoll/ringpoll/internal/poison"
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
@@ -398,8 +399,14 @@ func (b *bufPool) retire(bid uint16) {
 }
 
 // giveBack queues buffer bid for the ring. Safe for concurrent use, also
-// after the pool closed.
+// after the pool closed. Nothing holds the buffer any more, neither the
+// kernel nor a reader: under the ringpoison tag it is poisoned whole, so
+// a slice of it read after its Release shows the pattern. A retired
+// buffer never comes here (retire): its reader may still hold it.
 func (b *bufPool) giveBack(bid uint16) {
+	if poison.Enabled {
+		poison.Fill(b.arena.Buf(int(bid)))
+	}
 	b.returned.push(bid)
 	b.returnedOne()
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/mmsg"
+	"github.com/ringpoll/ringpoll/internal/poison"
 	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
@@ -498,10 +499,17 @@ func (p *PacketRing) parse(d *Datagram, cqe *uring.CQE) bool {
 func (p *PacketRing) Give(bid uint16) { p.GiveAll([]uint16{bid}) }
 
 // GiveAll returns buffers handed out by Recv, as Give does, with one
-// atomic update for all of them.
+// atomic update for all of them. Under the ringpoison tag each is
+// poisoned first: a Datagram's Data read after it went back shows the
+// pattern.
 func (p *PacketRing) GiveAll(bids []uint16) {
 	if len(bids) == 0 {
 		return
+	}
+	if poison.Enabled {
+		for _, bid := range bids {
+			poison.Fill(p.arena.Buf(int(bid)))
+		}
 	}
 	p.returned.pushAll(bids)
 	if p.waiting.Load() {
