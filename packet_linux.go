@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/mmsg"
+	"github.com/ringpoll/ringpoll/internal/poison"
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 	"golang.org/x/sys/unix"
 )
@@ -618,6 +619,10 @@ func NewBatch(count, size int) (*Batch, error) {
 // Release ends the use of the Packets last read into b. Reading into b
 // again releases them too; Release is for a reader that lets go early.
 func (b *Batch) Release() {
+	if poison.Enabled && b.out > 0 {
+		// The slots the last read filled, which its Packets showed.
+		poison.Fill(b.mem[:min(b.got*b.size, len(b.mem))])
+	}
 	clear(b.pkts[:b.out])
 	b.out = 0
 }
