@@ -255,6 +255,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 // full, the rest of r is copied into the output queue (reading r may
 // still wait, as r does). Safe for concurrent use.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if c.fd.Closing() {
+		// Before r is looked at: a nil r would panic in io.Copy.
+		return 0, c.opError("readfrom", net.ErrClosed)
+	}
 	n, err, handled := c.zeroCopyFrom(r)
 	if !handled {
 		n, err = c.copyFrom(r)
