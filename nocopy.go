@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"runtime"
 	"unsafe"
 
@@ -298,10 +299,20 @@ const nocopyThreshold = 4096
 
 // Writer is a connection's nocopy writer, in the style of cloudwego/netpoll:
 // bytes are gathered with Malloc and WriteBinary, then sent by Flush. Its
-// methods must be used by one goroutine at a time.
+// methods must be used by one goroutine at a time. After the connection's
+// Close every method that returns an error fails with net.ErrClosed (in a
+// *net.OpError), writing nothing: nothing written then could be sent.
 type Writer struct {
 	c   *Conn
 	buf *buf.LinkBuffer
+}
+
+// closed returns the error of a write on a closed connection, or nil.
+func (w *Writer) closed() error {
+	if w.c.fd.Closing() {
+		return w.c.opError("write", net.ErrClosed)
+	}
+	return nil
 }
 
 // pending returns the buffer of what was written since the last Flush.
@@ -317,6 +328,9 @@ func (w *Writer) pending() *buf.LinkBuffer {
 // Malloc returns n bytes of output buffer for the caller to fill before the
 // next Flush.
 func (w *Writer) Malloc(n int) ([]byte, error) {
+	if err := w.closed(); err != nil {
+		return nil, err
+	}
 	if n <= 0 {
 		return malloc(nil, "Writer", n)
 	}
@@ -334,6 +348,9 @@ func (w *Writer) Malloc(n int) ([]byte, error) {
 // releases it; such slices are read-only anyway (LoopStats.BuffersShared
 // counts them).
 func (w *Writer) WriteBinary(b []byte) (int, error) {
+	if err := w.closed(); err != nil {
+		return 0, err
+	}
 	if len(b) > 0 {
 		writeBinary(w.pending(), b)
 	}
@@ -342,12 +359,18 @@ func (w *Writer) WriteBinary(b []byte) (int, error) {
 
 // WriteString appends s to the output (a copy).
 func (w *Writer) WriteString(s string) (int, error) {
+	if err := w.closed(); err != nil {
+		return 0, err
+	}
 	w.pending().Append([]byte(s))
 	return len(s), nil
 }
 
 // WriteByte appends one byte to the output (io.ByteWriter).
 func (w *Writer) WriteByte(c byte) error {
+	if err := w.closed(); err != nil {
+		return err
+	}
 	writeByte(w.pending(), c)
 	return nil
 }
@@ -360,6 +383,9 @@ func (w *Writer) WriteByte(c byte) error {
 // WriteBinary, Flush sends or copies it). remainLen must be in [0,
 // MallocLen()].
 func (w *Writer) WriteDirect(p []byte, remainLen int) error {
+	if err := w.closed(); err != nil {
+		return err
+	}
 	if err := checkWritten("Writer.WriteDirect", remainLen, w.MallocLen()); err != nil {
 		return err
 	}
@@ -375,6 +401,9 @@ func (w *Writer) WriteDirect(p []byte, remainLen int) error {
 // Writer owns is written over by later writes. n must be in [0,
 // MallocLen()].
 func (w *Writer) MallocAck(n int) error {
+	if err := w.closed(); err != nil {
+		return err
+	}
 	if err := checkWritten("Writer.MallocAck", n, w.MallocLen()); err != nil {
 		return err
 	}
@@ -391,6 +420,9 @@ func (w *Writer) MallocAck(n int) error {
 // bytes lb linked rather than copied (WriteBinary, WriteDirect) stay
 // linked: their memory must not change before that Flush returns.
 func (w *Writer) Append(lb *LinkBuffer) error {
+	if err := w.closed(); err != nil {
+		return err // lb keeps its bytes
+	}
 	if lb != nil && lb.Len()+lb.MallocLen() > 0 {
 		lb.moveTo(w.pending())
 	}
@@ -406,7 +438,7 @@ func (w *Writer) MallocLen() int { return w.buf.Len() }
 // the write deadline). On error the unsent bytes are dropped.
 func (w *Writer) Flush() error {
 	if w.buf == nil {
-		return nil
+		return w.closed()
 	}
 	var err error
 	if w.buf.Len() > 0 {
