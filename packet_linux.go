@@ -676,6 +676,9 @@ func (r *readSize) next(got int) {
 // again or released. A datagram longer than b's slots comes with
 // Truncated set.
 func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
+	if b == nil {
+		return nil, c.opError("read", netip.AddrPort{}, errNilBatch)
+	}
 	b.Release()
 	if c.gro && b.size < MaxPacketSize {
 		return nil, c.opError("read", netip.AddrPort{}, errGROBatch)
@@ -763,6 +766,8 @@ func appendDatagram(ps []Packet, p Packet, seg int) []Packet {
 	return ps
 }
 
+var errNilBatch = errors.New("ringpoll: ReadBatch into a nil *Batch: make one with NewBatch")
+
 var errGROBatch = errors.New("ringpoll: a PacketConn with WithGRO receives up to 64 KiB at once: read it with a Batch of MaxPacketSize slots")
 
 // sendmmsg sends messages [from, from+n) of h on fd (mmsg.Headers.Send);
@@ -820,6 +825,13 @@ func (o *sendOp) send(fd uintptr) bool {
 // unless WithoutGSO; a destination whose path refuses that gets datagrams
 // one by one from then on (PacketStats.GSOFallbacks).
 func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
+	if len(ps) == 0 {
+		// As net's Write of nothing: no error, unless the socket is closed.
+		if err := c.control(func(int) {}); err != nil {
+			return 0, c.rawError("write", err)
+		}
+		return 0, nil
+	}
 	o := c.sends.Get().(*sendOp)
 	defer c.sends.Put(o)
 	sent := 0
