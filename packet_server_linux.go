@@ -190,7 +190,9 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 	if s.closed {
 		s.mu.Unlock()
 		for _, c := range conns {
-			c.Close()
+			if c != nil {
+				c.Close()
+			}
 		}
 		return ErrServerClosed
 	}
