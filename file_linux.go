@@ -161,6 +161,9 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 // transfer runs requests of op until p is done, as ReadAt and WriteAt
 // want; a request that moves nothing ends it with io.ErrUnexpectedEOF.
 func (f *File) transfer(ctx context.Context, op uint8, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, f.checkOpen(opNames[op])
+	}
 	n := 0
 	for n < len(p) {
 		m, err := f.do(ctx, op, p[n:], off+int64(n))
@@ -190,7 +193,7 @@ func (f *File) Read(p []byte) (int, error) { return f.ReadContext(context.Backgr
 // ends, and os.ErrClosed when the File is closed.
 func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
 	if len(p) == 0 {
-		return 0, nil
+		return 0, f.checkOpen("read")
 	}
 	if err := f.lockPos(ctx); err != nil {
 		return 0, f.pathError("read", err)
@@ -358,6 +361,16 @@ func (f *File) syscall(op uint8, p []byte, off int64) (int, error) {
 		}
 		return max(n, 0), err
 	}
+}
+
+// checkOpen fails with os.ErrClosed once the file is closed, for a call
+// that would make no request (an empty read or write), as an os.File's
+// does.
+func (f *File) checkOpen(op string) error {
+	if f.closed.Load() {
+		return f.pathError(op, os.ErrClosed)
+	}
+	return nil
 }
 
 func (f *File) pathError(op string, err error) error {
