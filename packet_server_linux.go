@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -182,6 +183,8 @@ func (s *PacketServer) ListenAndServe(network, address string) error {
 	return s.Serve(conns...)
 }
 
+var errNilPacketConn = errors.New("ringpoll: PacketServer.Serve: nil PacketConn")
+
 // Serve reads each PacketConn on a goroutine of its own and hands what
 // arrives to the handler, until Shutdown or Close (which close them), and
 // then returns ErrServerClosed. It takes ownership of the PacketConns.
@@ -195,6 +198,10 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 			}
 		}
 		return ErrServerClosed
+	}
+	if slices.Contains(conns, nil) {
+		s.mu.Unlock()
+		return errNilPacketConn
 	}
 	for i, c := range conns {
 		s.conns[c] = struct{}{}

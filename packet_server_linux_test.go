@@ -233,6 +233,19 @@ func psPingPong(addr, network string, e Engine, id, n int) error {
 	return nil
 }
 
+// TestPacketServerServeNil: a nil PacketConn is refused with an error,
+// not a panic on a reader goroutine.
+func TestPacketServerServeNil(t *testing.T) {
+	s, err := NewPacketServer(psEcho, WithEngine(EngineEpoll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Serve(nil); err == nil || errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve(nil) = %v, want an error saying the PacketConn is nil", err)
+	}
+}
+
 // TestPacketServerShutdownWaits: Shutdown waits for a running handler
 // until its context ends, and returns nil once the handler is done.
 func TestPacketServerShutdownWaits(t *testing.T) {

@@ -210,9 +210,14 @@ const lingerTimeout = 500 * time.Millisecond
 // acknowledged the last reply or reset the connection. So every request
 // that had arrived whole gets its whole reply
 // (TestShutdownServesArrivedInput), and a peer that stalls in the middle of
-// one holds nothing up (TestShutdownHalfLine). Shutdown returns when all
-// connections are closed; if ctx ends first, it closes the rest at once and
-// returns ctx's error.
+// one holds nothing up (TestShutdownHalfLine). Nor does a peer that does
+// not read its replies: a connection still waiting on its peer (output it
+// does not take, replies it does not acknowledge) a drain timeout after
+// Shutdown began on it (WithDrainTimeout, at least half a second) is reset,
+// its remaining output dropped, so that the peer knows it did not get it
+// all (TestShutdownPeerNeverReads). Shutdown returns when all connections
+// are closed; if ctx ends first, it closes the rest at once and returns
+// ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
