@@ -1,0 +1,697 @@
+package ringpoll
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The contract tests run each case twice, on a std *net.UDPConn and on a
+// ringpoll *PacketConn (every engine), and want the same record: what
+// every call returned (the count, the address by its role, the error by
+// its class). Programs written against net (quic-go, miekg/dns) decide on
+// exactly these: whether an error is net.ErrClosed, whether it is
+// Temporary, what a read of a longer datagram returns.
+
+// contractConn is what the cases use of a UDP socket: the methods
+// *net.UDPConn and *PacketConn share, under net's names.
+type contractConn interface {
+	net.Conn
+	ReadFrom(b []byte) (int, net.Addr, error)
+	WriteTo(b []byte, addr net.Addr) (int, error)
+	ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error)
+	WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
+	SetReadBuffer(bytes int) error
+	SetWriteBuffer(bytes int) error
+	SyscallConn() (syscall.RawConn, error)
+}
+
+var (
+	_ net.PacketConn = contractConn(nil)
+	_ contractConn   = (*net.UDPConn)(nil)
+	_ contractConn   = ctPacketConn{}
+)
+
+// ctPacketConn gives a PacketConn's AddrPort methods net's names.
+type ctPacketConn struct{ *PacketConn }
+
+func (c ctPacketConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	return c.ReadFromAddrPort(b)
+}
+
+func (c ctPacketConn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	return c.WriteToAddrPort(b, addr)
+}
+
+// ctMaker opens the socket under test: std's or ringpoll's.
+type ctMaker struct {
+	listen func(network, address string) (contractConn, error)
+	dial   func(network string, raddr *net.UDPAddr) (contractConn, error)
+}
+
+func ctStd() ctMaker {
+	return ctMaker{
+		listen: func(network, address string) (contractConn, error) {
+			a, err := net.ResolveUDPAddr(network, address)
+			if err != nil {
+				return nil, err
+			}
+			c, err := net.ListenUDP(network, a)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+		dial: func(network string, raddr *net.UDPAddr) (contractConn, error) {
+			c, err := net.DialUDP(network, nil, raddr)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	}
+}
+
+func ctRingpoll(e Engine) ctMaker {
+	return ctMaker{
+		listen: func(network, address string) (contractConn, error) {
+			c, err := ListenPacket(network, address, WithEngine(e))
+			if err != nil {
+				return nil, err
+			}
+			return ctPacketConn{c}, nil
+		},
+		dial: func(network string, raddr *net.UDPAddr) (contractConn, error) {
+			c, err := DialPacket(network, raddr.String(), WithEngine(e))
+			if err != nil {
+				return nil, err
+			}
+			return ctPacketConn{c}, nil
+		},
+	}
+}
+
+// ctFamily is where a case's sockets live: the network and the address
+// the socket under test binds, and the loopback address peers use.
+type ctFamily struct {
+	network, bind, loopback string
+	v6                      bool // needs IPv6
+}
+
+var (
+	ctUDP4 = ctFamily{"udp4", "127.0.0.1:0", "127.0.0.1", false}
+	ctUDP6 = ctFamily{"udp6", "[::1]:0", "::1", true}
+	// ctDual is a "udp" socket on the IPv6 wildcard: it takes IPv4
+	// datagrams too, from IPv4-mapped addresses.
+	ctDual = ctFamily{"udp", "[::]:0", "127.0.0.1", true}
+)
+
+// ctRun is one run of a case: its sockets, the names of their addresses,
+// and the record.
+type ctRun struct {
+	t     *testing.T
+	mk    ctMaker
+	fam   ctFamily
+	names map[netip.AddrPort]string
+	steps []string
+}
+
+// ctBrief bounds a read that should find nothing; ctLong one that should
+// find something (it fails the test, not hangs it, if nothing comes).
+const (
+	ctBrief = 20 * time.Millisecond
+	ctLong  = 5 * time.Second
+)
+
+// name records what an address is called in this run. A socket on a
+// wildcard address is named on the loopback addresses too, which its
+// peers see.
+func (r *ctRun) name(a net.Addr, name string) {
+	ap := a.(*net.UDPAddr).AddrPort()
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	r.names[ap] = name
+	if ap.Addr().IsUnspecified() {
+		for _, lo := range []string{"127.0.0.1", "::1"} {
+			r.names[netip.AddrPortFrom(netip.MustParseAddr(lo), ap.Port())] = name
+		}
+	}
+}
+
+// addrPort describes an address by its name and its form, which must be
+// the same whatever its port.
+func (r *ctRun) addrPort(ap netip.AddrPort) string {
+	if !ap.IsValid() {
+		return "invalid"
+	}
+	n, ok := r.names[netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())]
+	if !ok {
+		n = "port?"
+	}
+	return fmt.Sprintf("%s[%s is4=%v is4in6=%v zone=%q]", n, ap.Addr().Unmap(), ap.Addr().Is4(), ap.Addr().Is4In6(), ap.Addr().Zone())
+}
+
+// addr describes a net.Addr: its type, and for a *net.UDPAddr its name
+// and the length of its IP.
+func (r *ctRun) addr(a net.Addr) string {
+	ua, ok := a.(*net.UDPAddr)
+	switch {
+	case a == nil:
+		return "nil"
+	case !ok:
+		return fmt.Sprintf("%T(%v)", a, a)
+	case ua == nil:
+		return "(*net.UDPAddr)(nil)"
+	}
+	return fmt.Sprintf("*net.UDPAddr{%s ip%d}", r.addrPort(ua.AddrPort()), len(ua.IP))
+}
+
+// errAddr describes the address in an error by its name only: net's
+// WriteToUDPAddrPort puts one of an unexported type there, which no other
+// package can make.
+func (r *ctRun) errAddr(a net.Addr) string {
+	switch a := a.(type) {
+	case nil:
+		return "nil"
+	case *net.UDPAddr:
+		return r.addrPort(a.AddrPort())
+	case interface {
+		Addr() netip.Addr
+		Port() uint16
+	}:
+		return r.addrPort(netip.AddrPortFrom(a.Addr(), a.Port()))
+	}
+	return r.addr(a)
+}
+
+// ctTargets are the errors a class names, first match.
+var ctTargets = []struct {
+	name string
+	err  error
+}{
+	{"net.ErrClosed", net.ErrClosed},
+	{"os.ErrDeadlineExceeded", os.ErrDeadlineExceeded},
+	{"net.ErrWriteToConnected", net.ErrWriteToConnected},
+	{"ECONNREFUSED", syscall.ECONNREFUSED},
+	{"EDESTADDRREQ", syscall.EDESTADDRREQ},
+	{"EINVAL", syscall.EINVAL},
+	{"EMSGSIZE", syscall.EMSGSIZE},
+}
+
+// err describes an error's class: the target it matches (or its innermost
+// text), Timeout and Temporary, and its *net.OpError's and
+// *os.SyscallError's fields.
+func (r *ctRun) err(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%T", err)
+	is := ""
+	for _, tg := range ctTargets {
+		if errors.Is(err, tg.err) {
+			is = tg.name
+			break
+		}
+	}
+	if is == "" {
+		inner := err
+		for u := errors.Unwrap(inner); u != nil; u = errors.Unwrap(inner) {
+			inner = u
+		}
+		is = fmt.Sprintf("%T(%q)", inner, inner.Error())
+	}
+	fmt.Fprintf(&b, " is=%s", is)
+	if ne, ok := err.(net.Error); ok {
+		fmt.Fprintf(&b, " timeout=%v", ne.Timeout())
+	}
+	if te, ok := err.(interface{ Temporary() bool }); ok {
+		fmt.Fprintf(&b, " temporary=%v", te.Temporary())
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		fmt.Fprintf(&b, " op=%s net=%s source=%s addr=%s", oe.Op, oe.Net, r.errAddr(oe.Source), r.errAddr(oe.Addr))
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		fmt.Fprintf(&b, " syscall=%s", se.Syscall)
+	}
+	return b.String()
+}
+
+func (r *ctRun) record(format string, args ...any) {
+	r.steps = append(r.steps, fmt.Sprintf(format, args...))
+}
+
+// listen opens the socket under test on the family's address, named
+// "self".
+func (r *ctRun) listen() contractConn {
+	return r.listenOn(r.fam.network, r.fam.bind)
+}
+
+func (r *ctRun) listenOn(network, address string) contractConn {
+	r.t.Helper()
+	c, err := r.mk.listen(network, address)
+	if err != nil {
+		r.t.Fatalf("listen %s %s: %v", network, address, err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	r.name(c.LocalAddr(), "self")
+	return c
+}
+
+// dial connects the socket under test to raddr.
+func (r *ctRun) dial(raddr net.Addr) contractConn {
+	r.t.Helper()
+	c, err := r.mk.dial(r.fam.network, raddr.(*net.UDPAddr))
+	if err != nil {
+		r.t.Fatalf("dial %s %s: %v", r.fam.network, raddr, err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	r.name(c.LocalAddr(), "self")
+	return c
+}
+
+// peer opens a std socket, named name, on the family's loopback address.
+func (r *ctRun) peer(name string) *net.UDPConn {
+	return r.peerOn(r.fam.network, net.JoinHostPort(r.fam.loopback, "0"), name)
+}
+
+func (r *ctRun) peerOn(network, address, name string) *net.UDPConn {
+	r.t.Helper()
+	a, err := net.ResolveUDPAddr(network, address)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p, err := net.ListenUDP(network, a)
+	if err != nil {
+		r.t.Fatalf("peer %s %s: %v", network, address, err)
+	}
+	r.t.Cleanup(func() { p.Close() })
+	r.name(p.LocalAddr(), name)
+	return p
+}
+
+// closedPort returns the address of a socket just closed: nothing listens
+// there, and the kernel answers a datagram with port unreachable.
+func (r *ctRun) closedPort() *net.UDPAddr {
+	p := r.peer("closed")
+	a := p.LocalAddr().(*net.UDPAddr)
+	p.Close()
+	return a
+}
+
+// to is the address at which peers reach c (a wildcard socket: on the
+// family's loopback address).
+func (r *ctRun) to(c net.Conn) *net.UDPAddr {
+	a := *c.LocalAddr().(*net.UDPAddr)
+	if a.IP.IsUnspecified() {
+		a.IP = net.ParseIP(r.fam.loopback)
+	}
+	return &a
+}
+
+// send sends b from a peer to a, failing the test if it cannot.
+func (r *ctRun) send(p *net.UDPConn, b string, a net.Addr) {
+	r.t.Helper()
+	if _, err := p.WriteTo([]byte(b), a); err != nil {
+		r.t.Fatalf("peer send to %v: %v", a, err)
+	}
+}
+
+// peerRecv records what peer p receives next.
+func (r *ctRun) peerRecv(p *net.UDPConn) {
+	p.SetReadDeadline(time.Now().Add(ctLong))
+	buf := make([]byte, 256)
+	n, from, err := p.ReadFromUDPAddrPort(buf)
+	r.record("peer %s got %q from %s, %s", r.addr(p.LocalAddr()), buf[:n], r.addrPort(from), r.err(err))
+}
+
+// deadline sets c's read deadline d from now (0: none; negative: in the
+// past); errors are recorded.
+func (r *ctRun) deadline(c contractConn, d time.Duration) {
+	var t time.Time
+	if d != 0 {
+		t = time.Now().Add(d)
+	}
+	if err := c.SetReadDeadline(t); err != nil {
+		r.record("SetReadDeadline(%v): %s", d, r.err(err))
+	}
+}
+
+// The reads and writes, each recorded.
+
+func (r *ctRun) readFrom(c contractConn, size int) {
+	buf := make([]byte, size)
+	n, a, err := c.ReadFrom(buf)
+	r.record("ReadFrom([%d]) = %d %q %s, %s", size, n, buf[:n], r.addr(a), r.err(err))
+}
+
+func (r *ctRun) readFromAddrPort(c contractConn, size int) {
+	buf := make([]byte, size)
+	n, a, err := c.ReadFromUDPAddrPort(buf)
+	r.record("ReadFromUDPAddrPort([%d]) = %d %q %s, %s", size, n, buf[:n], r.addrPort(a), r.err(err))
+}
+
+func (r *ctRun) read(c contractConn, size int) {
+	buf := make([]byte, size)
+	n, err := c.Read(buf)
+	r.record("Read([%d]) = %d %q, %s", size, n, buf[:n], r.err(err))
+}
+
+func (r *ctRun) writeTo(c contractConn, b string, a net.Addr) {
+	n, err := c.WriteTo([]byte(b), a)
+	r.record("WriteTo(%q, %s) = %d, %s", b, r.addr(a), n, r.err(err))
+}
+
+func (r *ctRun) writeToAddrPort(c contractConn, b string, a netip.AddrPort) {
+	n, err := c.WriteToUDPAddrPort([]byte(b), a)
+	r.record("WriteToUDPAddrPort(%q, %s) = %d, %s", b, r.addrPort(a), n, r.err(err))
+}
+
+func (r *ctRun) write(c contractConn, b string) {
+	n, err := c.Write([]byte(b))
+	r.record("Write(%q) = %d, %s", b, n, r.err(err))
+}
+
+// allReads records each way of reading once, after a fresh deadline d.
+func (r *ctRun) allReads(c contractConn, size int, d time.Duration) {
+	for _, read := range []func(contractConn, int){r.readFrom, r.readFromAddrPort, r.read} {
+		r.deadline(c, d)
+		read(c, size)
+	}
+}
+
+// waitError waits, up to ctLong, until c has an error pending (POLLERR:
+// an ICMP error the kernel queued), without taking it, and records
+// whether it came: a connected socket's ICMP error arrives
+// asynchronously, and the next call takes it.
+func (r *ctRun) waitError(c contractConn) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var revents int16
+	var perr error
+	err = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd)}}
+		for {
+			_, perr = unix.Poll(fds, int(ctLong/time.Millisecond))
+			if perr != unix.EINTR {
+				break
+			}
+		}
+		revents = fds[0].Revents
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.record("error pending: %v", revents&unix.POLLERR != 0)
+}
+
+// sockopt records an integer socket option of c.
+func (r *ctRun) sockopt(c contractConn, name string, opt int) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var v int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt) }); err != nil {
+		r.t.Fatal(err)
+	}
+	r.record("%s = %d, %v", name, v, gerr)
+}
+
+// ctCase is one behaviour of net's: run records it on the socket r.mk
+// makes, on each of families (default udp4 and udp6).
+type ctCase struct {
+	name     string
+	families []ctFamily
+	run      func(r *ctRun)
+}
+
+var ctCases = []ctCase{
+	{name: "read-after-close", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		for _, use := range []string{"fresh", "used", "dialed"} {
+			r.record("-- %s", use)
+			var c contractConn
+			if use == "dialed" {
+				c = r.dial(peer.LocalAddr())
+			} else {
+				c = r.listen()
+			}
+			if use == "used" {
+				r.allReads(c, 8, ctBrief)
+			}
+			r.record("Close: %s", r.err(c.Close()))
+			for _, size := range []int{8, 0} {
+				r.readFrom(c, size)
+				r.readFromAddrPort(c, size)
+				r.read(c, size)
+			}
+		}
+	}},
+	{name: "close-twice", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		for _, c := range []contractConn{r.listen(), r.dial(peer.LocalAddr())} {
+			r.record("Close: %s", r.err(c.Close()))
+			r.record("Close: %s", r.err(c.Close()))
+		}
+	}},
+	{name: "close-unblocks-reader", run: func(r *ctRun) {
+		c := r.listen()
+		done := make(chan string)
+		go func() {
+			_, _, err := c.ReadFrom(make([]byte, 8))
+			done <- r.err(err)
+		}()
+		r.record("Close: %s", r.err(c.Close()))
+		r.record("blocked ReadFrom: %s", <-done)
+	}},
+	{name: "read-deadline-past", run: func(r *ctRun) {
+		c := r.listen()
+		peer := r.peer("peer")
+		r.send(peer, "waiting", r.to(c))
+		// Past: every read fails, though a datagram waits.
+		r.allReads(c, 16, -time.Second)
+		r.record("SetDeadline: %s", r.err(c.SetDeadline(time.Now().Add(-time.Second))))
+		r.readFrom(c, 16)
+		// Zero again: the waiting datagram is read.
+		r.deadline(c, 0)
+		r.readFrom(c, 16)
+		r.send(peer, "next", r.to(c))
+		r.record("SetDeadline(zero): %s", r.err(c.SetDeadline(time.Time{})))
+		r.readFromAddrPort(c, 16)
+		// A deadline that passes while the read waits.
+		r.allReads(c, 16, ctBrief)
+	}},
+	{name: "zero-length-datagram", run: func(r *ctRun) {
+		c := r.listen()
+		peer := r.peer("peer")
+		to := peer.LocalAddr().(*net.UDPAddr)
+		r.send(peer, "", r.to(c))
+		r.deadline(c, ctLong)
+		r.readFrom(c, 16)
+		r.send(peer, "", r.to(c))
+		r.readFromAddrPort(c, 16)
+		r.send(peer, "", r.to(c))
+		r.read(c, 16)
+		r.writeTo(c, "", to)
+		r.peerRecv(peer)
+		r.writeToAddrPort(c, "", to.AddrPort())
+		r.peerRecv(peer)
+		d := r.dial(to)
+		r.write(d, "")
+		r.peerRecv(peer)
+		r.send(peer, "", r.to(d))
+		r.deadline(d, ctLong)
+		r.read(d, 16)
+	}},
+	{name: "longer-than-buffer", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		c := r.listen()
+		d := r.dial(peer.LocalAddr())
+		long := strings.Repeat("0123456789", 150) // over a common MTU
+		for _, read := range []func(contractConn, int){r.readFrom, r.readFromAddrPort, r.read} {
+			for _, s := range []contractConn{c, d} {
+				r.send(peer, long, r.to(s))
+				r.deadline(s, ctLong)
+				read(s, 10)
+			}
+		}
+		r.allReads(c, 16, ctBrief) // the rest was discarded
+	}},
+	{name: "icmp-unconnected", run: func(r *ctRun) {
+		c := r.listen()
+		closed := r.closedPort()
+		peer := r.peer("peer")
+		r.writeTo(c, "anyone?", closed)
+		r.writeToAddrPort(c, "anyone?", closed.AddrPort())
+		// Nothing to report: a datagram from a live peer reads cleanly,
+		// and the next read waits.
+		r.send(peer, "hello", r.to(c))
+		r.deadline(c, ctLong)
+		r.readFrom(c, 16)
+		r.allReads(c, 16, ctBrief)
+		r.writeTo(c, "still fine", peer.LocalAddr())
+		r.peerRecv(peer)
+	}},
+	{name: "ipv4-mapped", families: []ctFamily{ctDual}, run: func(r *ctRun) {
+		c := r.listen()
+		port := c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		// An IPv4 client, and a dual-stack one that sends to the
+		// IPv4-mapped address.
+		p4 := r.peerOn("udp4", "127.0.0.1:0", "peer4")
+		pd := r.peerOn("udp", "[::]:0", "peer-dual")
+		mapped := netip.AddrPortFrom(netip.MustParseAddr("::ffff:127.0.0.1"), port)
+		for _, p := range []*net.UDPConn{p4, pd} {
+			var err error
+			if p == p4 {
+				_, err = p.WriteToUDPAddrPort([]byte("v4"), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
+			} else {
+				_, err = p.WriteToUDPAddrPort([]byte("mapped"), mapped)
+			}
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			buf := make([]byte, 16)
+			c.SetReadDeadline(time.Now().Add(ctLong))
+			n, from, err := c.ReadFrom(buf)
+			r.record("ReadFrom = %d %q %s, %s", n, buf[:n], r.addr(from), r.err(err))
+			if err != nil {
+				continue
+			}
+			r.record("from.String() = %q", strings.Replace(from.String(), fmt.Sprint(from.(*net.UDPAddr).Port), "PORT", 1))
+			r.writeTo(c, "reply", from)
+			r.peerRecv(p)
+			r.send(p, "again", &net.UDPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: int(port)})
+			n, ap, err := c.ReadFromUDPAddrPort(buf)
+			r.record("ReadFromUDPAddrPort = %d %q %s, %s", n, buf[:n], r.addrPort(ap), r.err(err))
+			r.writeToAddrPort(c, "reply", ap)
+			r.peerRecv(p)
+		}
+		// An IPv4 socket, which the dual-stack client reaches at the
+		// mapped address, sees a plain IPv4 sender.
+		c4 := r.listenOn("udp4", "127.0.0.1:0")
+		port4 := c4.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		if _, err := pd.WriteToUDPAddrPort([]byte("to v4"), netip.AddrPortFrom(mapped.Addr(), port4)); err != nil {
+			r.t.Fatal(err)
+		}
+		buf := make([]byte, 16)
+		c4.SetReadDeadline(time.Now().Add(ctLong))
+		n, from, err := c4.ReadFrom(buf)
+		r.record("udp4 ReadFrom = %d %q %s, %s", n, buf[:n], r.addr(from), r.err(err))
+		if err == nil {
+			r.writeTo(c4, "reply", from)
+			r.peerRecv(pd)
+			// Mapped destinations on an IPv4 socket.
+			pdPort := pd.LocalAddr().(*net.UDPAddr).Port
+			r.writeToAddrPort(c4, "reply", netip.AddrPortFrom(mapped.Addr(), uint16(pdPort)))
+			r.peerRecv(pd)
+			r.writeTo(c4, "reply", &net.UDPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: pdPort})
+			r.peerRecv(pd)
+		}
+	}},
+	{name: "addresses", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		binds := []string{r.fam.bind, ":0"}
+		if r.fam.v6 {
+			binds = append(binds, "[::]:0")
+		} else {
+			binds = append(binds, "0.0.0.0:0")
+		}
+		for _, bind := range binds {
+			c := r.listenOn(r.fam.network, bind)
+			r.record("listen %s: LocalAddr %s, RemoteAddr %s", bind, r.addr(c.LocalAddr()), r.addr(c.RemoteAddr()))
+		}
+		d := r.dial(peer.LocalAddr())
+		r.record("dial: LocalAddr %s, RemoteAddr %s", r.addr(d.LocalAddr()), r.addr(d.RemoteAddr()))
+		r.record("networks: %s %s", d.LocalAddr().Network(), d.RemoteAddr().Network())
+		d.Close()
+		r.record("closed: LocalAddr %s, RemoteAddr %s", r.addr(d.LocalAddr()), r.addr(d.RemoteAddr()))
+	}},
+	{name: "buffer-sizes", run: func(r *ctRun) {
+		c := r.listen()
+		for _, size := range []int{4096, 1 << 16, 0} {
+			r.record("SetReadBuffer(%d): %s", size, r.err(c.SetReadBuffer(size)))
+			r.sockopt(c, "SO_RCVBUF", unix.SO_RCVBUF)
+			r.record("SetWriteBuffer(%d): %s", size, r.err(c.SetWriteBuffer(size)))
+			r.sockopt(c, "SO_SNDBUF", unix.SO_SNDBUF)
+		}
+	}},
+}
+
+// TestPacketContract runs every case on std's socket and on ringpoll's,
+// on every engine, and wants the same record from both.
+func TestPacketContract(t *testing.T) {
+	for _, tc := range ctCases {
+		t.Run(tc.name, func(t *testing.T) {
+			fams := tc.families
+			if fams == nil {
+				fams = []ctFamily{ctUDP4, ctUDP6}
+			}
+			for _, fam := range fams {
+				t.Run(fam.network, func(t *testing.T) {
+					if fam.v6 && ipv6Loopback() != nil {
+						t.Skipf("no IPv6 loopback here: %v", ipv6Loopback())
+					}
+					want := ctRecord(t, "net", ctStd(), fam, tc.run)
+					forEachEngine(t, func(t *testing.T, e Engine) {
+						got := ctRecord(t, "ringpoll", ctRingpoll(e), fam, tc.run)
+						if !slices.Equal(got, want) {
+							t.Errorf("ringpoll and net differ:\n%s", ctDiff(got, want))
+						}
+					})
+				})
+			}
+		})
+	}
+}
+
+// ctRecord runs a case, as subtest name, on the sockets mk makes and
+// returns its record; the sockets are closed when it returns.
+func ctRecord(t *testing.T, name string, mk ctMaker, fam ctFamily, run func(*ctRun)) []string {
+	var steps []string
+	t.Run(name, func(t *testing.T) {
+		r := &ctRun{t: t, mk: mk, fam: fam, names: map[netip.AddrPort]string{}}
+		run(r)
+		steps = r.steps
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	return steps
+}
+
+// ctDiff shows two records side by side, marking the lines that differ.
+func ctDiff(got, want []string) string {
+	var b strings.Builder
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g == w {
+			fmt.Fprintf(&b, "  both:     %s\n", g)
+			continue
+		}
+		fmt.Fprintf(&b, "! ringpoll: %s\n! net:      %s\n", g, w)
+	}
+	return b.String()
+}
