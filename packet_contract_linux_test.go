@@ -498,6 +498,28 @@ var ctCases = []ctCase{
 		// A deadline that passes while the read waits.
 		r.allReads(c, 16, ctBrief)
 	}},
+	{name: "write-deadline-past", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		to := peer.LocalAddr().(*net.UDPAddr)
+		for _, c := range []contractConn{r.listen(), r.dial(to)} {
+			r.record("-- %s", r.addr(c.RemoteAddr()))
+			for _, set := range []func(time.Time) error{c.SetWriteDeadline, c.SetDeadline} {
+				r.record("set past: %s", r.err(set(time.Now().Add(-time.Second))))
+				if c.RemoteAddr() == nil {
+					r.writeTo(c, "late", to)
+					r.writeToAddrPort(c, "late", to.AddrPort())
+				}
+				r.write(c, "late")
+				r.record("set zero: %s", r.err(set(time.Time{})))
+				if c.RemoteAddr() == nil {
+					r.writeTo(c, "in time", to)
+				} else {
+					r.write(c, "in time")
+				}
+				r.peerRecv(peer)
+			}
+		}
+	}},
 	{name: "zero-length-datagram", run: func(r *ctRun) {
 		c := r.listen()
 		peer := r.peer("peer")
@@ -548,6 +570,14 @@ var ctCases = []ctCase{
 		r.allReads(c, 16, ctBrief)
 		r.writeTo(c, "still fine", peer.LocalAddr())
 		r.peerRecv(peer)
+	}},
+	{name: "write-unconnected", run: func(r *ctRun) {
+		c := r.listen()
+		r.write(c, "where to?")
+		r.write(c, "")
+		r.writeTo(c, "to nil", nil)
+		r.writeTo(c, "to a TCPAddr", &net.TCPAddr{IP: net.ParseIP(r.fam.loopback), Port: 9})
+		r.writeToAddrPort(c, "to nothing", netip.AddrPort{})
 	}},
 	{name: "ipv4-mapped", families: []ctFamily{ctDual}, run: func(r *ctRun) {
 		c := r.listen()

@@ -391,7 +391,8 @@ func (c *PacketConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error)
 	if err != nil {
 		return 0, c.rawError("write", err)
 	}
-	return p.uc.WriteToUDPAddrPort(b, addr)
+	n, err := p.uc.WriteToUDPAddrPort(b, addr)
+	return n, c.polledError(err)
 }
 
 // WriteTo implements net.PacketConn: it sends b as one datagram to addr, a
@@ -404,7 +405,8 @@ func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if err != nil {
 		return 0, &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: err}
 	}
-	return p.uc.WriteTo(b, addr)
+	n, err := p.uc.WriteTo(b, addr)
+	return n, c.polledError(err)
 }
 
 // Write implements net.Conn: it sends b as one datagram to the connected
@@ -417,7 +419,19 @@ func (c *PacketConn) Write(b []byte) (int, error) {
 	if err != nil {
 		return 0, c.rawError("write", err)
 	}
-	return p.uc.Write(b)
+	n, err := p.uc.Write(b)
+	return n, c.polledError(err)
+}
+
+// polledError gives an error of the poller's net.UDPConn the network the
+// PacketConn was opened with, as a net.UDPConn's errors name it ("udp4",
+// "udp6" or "udp"): that UDPConn, made from a descriptor
+// (net.FilePacketConn), knows its network only as "udp".
+func (c *PacketConn) polledError(err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		oe.Net = c.network // each call makes its own OpError
+	}
+	return err
 }
 
 // Close closes the socket; blocked reads and writes return net.ErrClosed.
@@ -479,7 +493,7 @@ func (c *PacketConn) setDeadline(t time.Time, set func(*net.UDPConn, time.Time) 
 	if err != nil {
 		return c.rawError("set", err)
 	}
-	return set(p.uc, t)
+	return c.polledError(set(p.uc, t))
 }
 
 // SetReadBuffer sets the socket's receive buffer size (SO_RCVBUF). A server
