@@ -405,8 +405,12 @@ func muPacketConn(t *testing.T, e Engine, how string) {
 		t.Fatal(err)
 	}
 	to := pcAddrPort(peer)
+	// An addressed write on a connected socket fails with
+	// net.ErrWriteToConnected before it looks at the socket, as net's.
+	addressed := muClosed
 	if how == "dialed" {
 		to = netip.AddrPort{}
+		addressed = muError
 	}
 	calls := []muCall[*PacketConn]{
 		{method: "Close", want: muClosed, call: func(c *PacketConn) error { return c.Close() }},
@@ -436,12 +440,12 @@ func muPacketConn(t *testing.T, e Engine, how string) {
 		{method: "SyscallConn", want: muValue, call: func(c *PacketConn) error { rc, err := c.SyscallConn(); return muRaw(rc, err, net.ErrClosed) }},
 		{method: "Write", args: "buf", want: muClosed, call: func(c *PacketConn) error { _, err := c.Write([]byte("x")); return err }},
 		{method: "Write", args: "nil", want: muClosed, call: func(c *PacketConn) error { _, err := c.Write(nil); return err }},
-		{method: "WriteTo", args: "buf, addr", want: muClosed, call: func(c *PacketConn) error {
+		{method: "WriteTo", args: "buf, addr", want: addressed, call: func(c *PacketConn) error {
 			_, err := c.WriteTo([]byte("x"), net.UDPAddrFromAddrPort(pcAddrPort(peer)))
 			return err
 		}},
 		{method: "WriteTo", args: "nil, nil", want: muError, call: func(c *PacketConn) error { _, err := c.WriteTo(nil, nil); return err }},
-		{method: "WriteToAddrPort", args: "buf, addr", want: muClosed, call: func(c *PacketConn) error { _, err := c.WriteToAddrPort([]byte("x"), pcAddrPort(peer)); return err }},
+		{method: "WriteToAddrPort", args: "buf, addr", want: addressed, call: func(c *PacketConn) error { _, err := c.WriteToAddrPort([]byte("x"), pcAddrPort(peer)); return err }},
 		{method: "WriteToAddrPort", args: "nil, zero", want: muError, call: func(c *PacketConn) error { _, err := c.WriteToAddrPort(nil, netip.AddrPort{}); return err }},
 		{method: "WriteBatch", args: "one packet", want: muClosed, call: func(c *PacketConn) error {
 			_, err := c.WriteBatch([]Packet{{Data: []byte("x"), Addr: to}})

@@ -464,6 +464,29 @@ var ctCases = []ctCase{
 			}
 		}
 	}},
+	{name: "write-after-close", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		to := peer.LocalAddr().(*net.UDPAddr)
+		for _, use := range []string{"fresh", "used", "dialed"} {
+			r.record("-- %s", use)
+			var c contractConn
+			if use == "dialed" {
+				c = r.dial(to)
+			} else {
+				c = r.listen()
+			}
+			if use == "used" {
+				r.writeTo(c, "before", to)
+				r.peerRecv(peer)
+			}
+			r.record("Close: %s", r.err(c.Close()))
+			for _, b := range []string{"after", ""} {
+				r.writeTo(c, b, to)
+				r.writeToAddrPort(c, b, to.AddrPort())
+				r.write(c, b)
+			}
+		}
+	}},
 	{name: "close-twice", run: func(r *ctRun) {
 		peer := r.peer("peer")
 		for _, c := range []contractConn{r.listen(), r.dial(peer.LocalAddr())} {
@@ -570,6 +593,24 @@ var ctCases = []ctCase{
 		r.allReads(c, 16, ctBrief)
 		r.writeTo(c, "still fine", peer.LocalAddr())
 		r.peerRecv(peer)
+	}},
+	{name: "writeto-connected", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		other := r.peer("other")
+		to := peer.LocalAddr().(*net.UDPAddr)
+		d := r.dial(to)
+		r.writeTo(d, "to peer", to)
+		r.writeTo(d, "to other", other.LocalAddr())
+		r.writeTo(d, "to nil", nil)
+		r.writeToAddrPort(d, "to peer", to.AddrPort())
+		r.writeToAddrPort(d, "to nothing", netip.AddrPort{})
+		// The first datagram the peer gets is the one Write sent: none of
+		// the above went out.
+		r.write(d, "marker")
+		r.peerRecv(peer)
+		other.SetReadDeadline(time.Now().Add(ctBrief))
+		_, _, err := other.ReadFrom(make([]byte, 16))
+		r.record("other: %s", r.err(err))
 	}},
 	{name: "write-unconnected", run: func(r *ctRun) {
 		c := r.listen()

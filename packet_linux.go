@@ -382,31 +382,55 @@ func (c *PacketConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// WriteToAddrPort sends b as one datagram to addr.
+// WriteToAddrPort sends b as one datagram to addr. On a connected
+// PacketConn it fails with net.ErrWriteToConnected, as net's does.
 func (c *PacketConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	if c.raddr != nil {
+		return 0, c.writeError(net.UDPAddrFromAddrPort(addr), net.ErrWriteToConnected)
+	}
 	if len(b) > c.max {
-		return 0, c.opError("write", addr, ErrMessageTooLong)
+		return 0, c.writeError(net.UDPAddrFromAddrPort(addr), ErrMessageTooLong)
 	}
 	p, err := c.poller()
 	if err != nil {
-		return 0, c.rawError("write", err)
+		return 0, c.writeError(net.UDPAddrFromAddrPort(addr), err)
 	}
 	n, err := p.uc.WriteToUDPAddrPort(b, addr)
 	return n, c.polledError(err)
 }
 
 // WriteTo implements net.PacketConn: it sends b as one datagram to addr, a
-// *net.UDPAddr.
+// *net.UDPAddr. On a connected PacketConn it fails with
+// net.ErrWriteToConnected, as net's does.
 func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	// The poller's net.UDPConn, made from a descriptor, does not know the
+	// socket is connected, and would send: refuse here, after the
+	// argument check net makes first.
+	if a, ok := addr.(*net.UDPAddr); ok && c.raddr != nil {
+		if a == nil {
+			addr = nil // as net reports a nil *net.UDPAddr
+		}
+		return 0, c.writeError(addr, net.ErrWriteToConnected)
+	}
 	if len(b) > c.max {
-		return 0, &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: ErrMessageTooLong}
+		return 0, c.writeError(addr, ErrMessageTooLong)
 	}
 	p, err := c.poller()
 	if err != nil {
-		return 0, &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: err}
+		return 0, c.writeError(addr, err)
 	}
 	n, err := p.uc.WriteTo(b, addr)
 	return n, c.polledError(err)
+}
+
+// writeError is the error of a write to addr, as net's: the cause of err
+// if it is a RawConn's *net.OpError, in one naming the write.
+func (c *PacketConn) writeError(addr net.Addr, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: err}
 }
 
 // Write implements net.Conn: it sends b as one datagram to the connected
