@@ -504,6 +504,19 @@ var ctCases = []ctCase{
 		r.record("Close: %s", r.err(c.Close()))
 		r.record("blocked ReadFrom: %s", <-done)
 	}},
+	{name: "set-after-close", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		for _, c := range []contractConn{r.listen(), r.dial(peer.LocalAddr())} {
+			r.record("-- %s", r.addr(c.RemoteAddr()))
+			r.record("Close: %s", r.err(c.Close()))
+			r.record("SetDeadline: %s", r.err(c.SetDeadline(time.Now())))
+			r.record("SetReadDeadline: %s", r.err(c.SetReadDeadline(time.Now())))
+			r.record("SetWriteDeadline: %s", r.err(c.SetWriteDeadline(time.Time{})))
+			r.record("SetReadBuffer: %s", r.err(c.SetReadBuffer(1<<16)))
+			r.record("SetWriteBuffer: %s", r.err(c.SetWriteBuffer(1<<16)))
+			r.record("LocalAddr: %s RemoteAddr: %s", r.addr(c.LocalAddr()), r.addr(c.RemoteAddr()))
+		}
+	}},
 	{name: "read-deadline-past", run: func(r *ctRun) {
 		c := r.listen()
 		peer := r.peer("peer")

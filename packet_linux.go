@@ -423,14 +423,9 @@ func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	return n, c.polledError(err)
 }
 
-// writeError is the error of a write to addr, as net's: the cause of err
-// if it is a RawConn's *net.OpError, in one naming the write.
+// writeError is the error of a write to addr, as net's.
 func (c *PacketConn) writeError(addr net.Addr, err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		err = oe.Err
-	}
-	return &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: err}
+	return &net.OpError{Op: "write", Net: c.network, Source: c.LocalAddr(), Addr: addr, Err: cause(err)}
 }
 
 // Write implements net.Conn: it sends b as one datagram to the connected
@@ -515,7 +510,7 @@ func (c *PacketConn) SetWriteDeadline(t time.Time) error {
 func (c *PacketConn) setDeadline(t time.Time, set func(*net.UDPConn, time.Time) error) error {
 	p, err := c.poller()
 	if err != nil {
-		return c.rawError("set", err)
+		return c.setError(err)
 	}
 	return c.polledError(set(p.uc, t))
 }
@@ -539,9 +534,15 @@ func (c *PacketConn) setsockopt(opt, v int) error {
 		err = os.NewSyscallError("setsockopt", serr)
 	}
 	if err != nil {
-		return c.opError("set", netip.AddrPort{}, err)
+		return c.setError(err)
 	}
 	return nil
+}
+
+// setError is the error of a setter (deadlines, buffer sizes), as net's:
+// it names the local address as Addr, and no Source.
+func (c *PacketConn) setError(err error) error {
+	return &net.OpError{Op: "set", Net: c.network, Addr: c.LocalAddr(), Err: cause(err)}
 }
 
 // SyscallConn returns the raw socket. Its Read and Write wait in Go's
@@ -600,11 +601,17 @@ func (c *PacketConn) opError(op string, addr netip.AddrPort, err error) error {
 // returns: the cause (net.ErrClosed, os.ErrDeadlineExceeded) in an
 // OpError naming op.
 func (c *PacketConn) rawError(op string, err error) error {
+	return c.opError(op, netip.AddrPort{}, cause(err))
+}
+
+// cause is err without the *net.OpError a RawConn call or the poller's
+// net.UDPConn put around it.
+func cause(err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
-		err = oe.Err
+		return oe.Err
 	}
-	return c.opError(op, netip.AddrPort{}, err)
+	return err
 }
 
 // Batch is memory for reading many datagrams with one call: a number of
