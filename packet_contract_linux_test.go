@@ -578,6 +578,24 @@ var ctCases = []ctCase{
 		r.deadline(d, ctLong)
 		r.read(d, 16)
 	}},
+	{name: "zero-length-buffer", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		c := r.listen()
+		d := r.dial(peer.LocalAddr())
+		// Each read into an empty buffer with a datagram waiting, then a
+		// read into a real one: did the first take the datagram?
+		for i, read := range []func(contractConn, int){r.readFrom, r.readFromAddrPort, r.read} {
+			for _, s := range []contractConn{c, d} {
+				r.send(peer, fmt.Sprintf("datagram %d", i), r.to(s))
+				r.deadline(s, ctLong)
+				read(s, 0)
+				r.deadline(s, ctBrief)
+				read(s, 16)
+			}
+		}
+		// And with nothing waiting.
+		r.allReads(c, 0, ctBrief)
+	}},
 	{name: "longer-than-buffer", run: func(r *ctRun) {
 		peer := r.peer("peer")
 		c := r.listen()

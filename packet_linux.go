@@ -376,8 +376,18 @@ func (c *PacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
 }
 
 // Read implements net.Conn: it reads one datagram, from the connected
-// peer on a PacketConn from DialPacket, from anyone otherwise.
+// peer on a PacketConn from DialPacket, from anyone otherwise. A Read into
+// an empty b returns 0 and no error at once, leaving the next datagram
+// where it is, as net's does.
 func (c *PacketConn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		// internal/poll's FD.Read returns before it calls read(2), which
+		// would take the datagram; only a closed socket fails it.
+		if err := c.control(func(int) {}); err != nil {
+			return 0, c.rawError("read", err)
+		}
+		return 0, nil
+	}
 	n, _, err := c.ReadFromAddrPort(b)
 	return n, err
 }
