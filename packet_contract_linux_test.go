@@ -610,6 +610,26 @@ var ctCases = []ctCase{
 		}
 		r.allReads(c, 16, ctBrief) // the rest was discarded
 	}},
+	{name: "icmp-connected", run: func(r *ctRun) {
+		closed := r.closedPort()
+		c := r.dial(closed)
+		r.write(c, "anyone?")
+		r.waitError(c)
+		r.deadline(c, ctLong)
+		r.read(c, 16)
+		r.deadline(c, ctBrief)
+		r.read(c, 16) // taken: the next read waits
+		r.write(c, "again")
+		r.waitError(c)
+		r.write(c, "and again") // the pending error fails the write
+		r.write(c, "once more")
+		r.waitError(c)
+		r.deadline(c, ctLong)
+		r.readFrom(c, 16)
+		r.write(c, "last")
+		r.waitError(c)
+		r.readFromAddrPort(c, 16)
+	}},
 	{name: "icmp-unconnected", run: func(r *ctRun) {
 		c := r.listen()
 		closed := r.closedPort()

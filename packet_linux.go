@@ -271,6 +271,13 @@ func (c *PacketConn) poller() (*polledConn, error) {
 // and miekg/dns's stop on any error that is not temporary): Stats counts
 // it in Truncated.
 func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
+	return c.readFrom(b, "recvfrom")
+}
+
+// readFrom reads one datagram into b; an error of the system call is
+// reported under the name call, which is the one net's method of the same
+// name calls (recvfrom(2) for ReadFrom, read(2) for Read).
+func (c *PacketConn) readFrom(b []byte, call string) (int, netip.AddrPort, error) {
 	if c.gro {
 		return c.readCoalesced(b)
 	}
@@ -288,7 +295,7 @@ func (c *PacketConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 	}
 	addr := mmsg.DecodeAddr(&o.from, o.fromLen)
 	if o.err != nil {
-		return 0, addr, c.opError("read", addr, os.NewSyscallError("recvfrom", o.err))
+		return 0, addr, c.opError("read", addr, os.NewSyscallError(call, o.err))
 	}
 	if o.n > len(b) {
 		c.truncated.Add(1)
@@ -388,7 +395,7 @@ func (c *PacketConn) Read(b []byte) (int, error) {
 		}
 		return 0, nil
 	}
-	n, _, err := c.ReadFromAddrPort(b)
+	n, _, err := c.readFrom(b, "read")
 	return n, err
 }
 
