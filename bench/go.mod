@@ -10,6 +10,7 @@ require (
 	github.com/cloudwego/hertz v0.10.4
 	github.com/cloudwego/netpoll v0.7.2
 	github.com/panjf2000/gnet/v2 v2.10.0
+	github.com/quic-go/quic-go v0.65.0
 	github.com/ringpoll/ringpoll v0.0.0-00010101000000-000000000000
 	github.com/ringpoll/ringpoll/adapters/hertz v0.0.0-00010101000000-000000000000
 	golang.org/x/net v0.62.0
@@ -40,6 +41,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/arch v0.0.0-20210923205945-b76863e36670 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
