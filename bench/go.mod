@@ -9,6 +9,7 @@ replace github.com/ringpoll/ringpoll/adapters/hertz => ../adapters/hertz
 require (
 	github.com/cloudwego/hertz v0.10.4
 	github.com/cloudwego/netpoll v0.7.2
+	github.com/miekg/dns v1.1.73
 	github.com/panjf2000/gnet/v2 v2.10.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/ringpoll/ringpoll v0.0.0-00010101000000-000000000000
