@@ -652,6 +652,9 @@ type Batch struct {
 	want   readSize
 	err    error
 	recvFn func(uintptr) bool
+	// parked: a read found the socket empty, so the poller parked the
+	// reader (PacketServer's reader tells its Awake).
+	parked bool
 }
 
 // Limits of NewBatch.
@@ -697,6 +700,7 @@ func (b *Batch) recv(fd uintptr) bool {
 			continue
 		case unix.EAGAIN:
 			b.want.next(0)
+			b.parked = true
 			return false
 		}
 		return true

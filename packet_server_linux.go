@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/gopool"
+	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 	"golang.org/x/sys/unix"
 )
@@ -303,13 +304,27 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 		free <- sb
 	}
 	var backoff time.Duration
+	var awake poll.Awake
 	for {
-		sb := <-free
+		var sb *serveBatch
+		select {
+		case sb = <-free:
+		default:
+			awake.Slept() // every batch is out: wait for one back
+			sb = <-free
+		}
 		var err error
 		if ring != nil {
 			sb.in, err = c.readRing(ring, sb)
+			if ring.Slept() {
+				awake.Slept()
+			}
 		} else {
+			sb.b.parked = false
 			sb.in, err = c.ReadBatch(sb.b)
+			if sb.b.parked {
+				awake.Slept()
+			}
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -322,6 +337,7 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 			s.cfg.logger.Warn("ringpoll: reading datagrams", "local", c.LocalAddr(), "err", err, "retry_in", backoff)
 			free <- sb
 			time.Sleep(backoff)
+			awake.Slept()
 			continue
 		}
 		backoff = 0
@@ -331,6 +347,7 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 		} else {
 			s.pool.Go(sb.runFn)
 		}
+		awake.Turn()
 	}
 }
 

@@ -118,7 +118,14 @@ func (c *Conn) serve() {
 func (c *Conn) runHandler() bool {
 	n, done, ended := c.fd.InputState()
 	c.unstall()
+	// An inline handler's calls run on the loop, one after another for
+	// as long as it consumes input: they too must let the rest of the
+	// program have the P now and then (poll.Awake).
+	var awake poll.Awake
 	for {
+		if c.inline() {
+			awake.Turn()
+		}
 		if c.fd.Closing() {
 			return false
 		}

@@ -45,6 +45,9 @@ const (
 	// another Read of the same File in progress and is about to wait for
 	// it to end, on the reader's goroutine; fd is nil.
 	HookFileReadWait
+	// HookLoopYielded: a loop that stayed awake too long (Awake) is
+	// about to yield its P; fd is nil.
+	HookLoopYielded
 )
 
 // testHook is the hook a test set, or nil.

@@ -44,6 +44,7 @@ type loop struct {
 	deadline time.Time          // the read deadline set on file
 	sleeping atomic.Bool
 	done     chan struct{}
+	awake    poll.Awake // yields the P when the load never lets the loop park
 
 	mu    sync.Mutex
 	fds   []*poll.FD // by descriptor number
@@ -163,6 +164,7 @@ func (l *loop) run() {
 		l.sleeping.Store(false)
 		l.dispatch(n)
 		l.expireDrains()
+		l.awake.Turn()
 	}
 }
 
@@ -192,6 +194,9 @@ func (l *loop) pollOnce(uintptr) bool {
 		panic("ringpoll: epoll_wait: " + err.Error()) // EBADF/EFAULT/EINVAL: a bug of ours
 	}
 	l.n = max(n, 0)
+	if n <= 0 {
+		l.awake.Slept() // the poller parks the loop until events come
+	}
 	return n > 0
 }
 

@@ -131,6 +131,7 @@ type loop struct {
 	starved  []*conn // multishot recv ended with ENOBUFS
 	draining map[*conn]time.Time
 	yielded  bool
+	awake    poll.Awake // yields the P when the load never lets the loop sleep
 	batch    uint32 // Tuning.Batch where the kernel has min_wait; else 0
 	fixed    uint32 // slots of the ring's fixed-file table (0: none)
 	stopping bool
@@ -201,8 +202,10 @@ func (l *loop) run(started chan<- error) {
 			// yield costs two thread switches (the loop keeps its
 			// thread).
 			runtime.Gosched()
+			l.awake.Slept()
 		}
 		l.expire()
+		l.awake.Turn()
 	}
 	l.teardownRing()
 }
@@ -541,6 +544,7 @@ func (l *loop) submitOrWait() {
 		// lets anything still runnable run.
 		l.yielded = true
 		runtime.Gosched()
+		l.awake.Slept()
 		if l.pending() {
 			return
 		}
@@ -564,11 +568,14 @@ func (l *loop) submitOrWait() {
 	case l.pending():
 	case l.mode == ModeSQPoll && l.spin():
 	case l.locked:
-		l.submit(1)
+		l.submit(1) // a kernel wait: the P goes to others only if sysmon takes it
 	case nap:
 		l.nap()
 	default:
 		l.noteSleep(l.park())
+		if l.readyLooks > 1 { // it parked in Go's poller: others had the P
+			l.awake.Slept()
+		}
 	}
 	if nap {
 		keptPs.give()

@@ -62,13 +62,15 @@ type PacketRing struct {
 
 	// A parked ring's reader sleeps in Go's poller (park.go); these
 	// follow the thread it runs on, as a parked loop does.
-	park      *packetParker
-	armTid    int // the thread that armed the RECVMSG
-	seenTid   int // the thread the reader was last seen on
-	seen      int // looks in a row that saw seenTid
-	waits     int
-	canceling bool   // a cancel of the RECVMSG is in flight
-	testWait  func() // tests: called as a parked reader is about to wait
+	park       *packetParker
+	armTid     int // the thread that armed the RECVMSG
+	seenTid    int // the thread the reader was last seen on
+	seen       int // looks in a row that saw seenTid
+	waits      int
+	slept      bool   // Recv parked in Go's poller since Slept last looked
+	readyLooks int    // readyToRun's calls in this wait
+	canceling  bool   // a cancel of the RECVMSG is in flight
+	testWait   func() // tests: called as a parked reader is about to wait
 
 	// Rearms counts RECVMSGs armed again after one ended (ENOBUFS, or a
 	// final CQE the kernel sent on its own); NoBuffers counts the ends
@@ -284,6 +286,14 @@ func (p *PacketRing) Recv(dst []Datagram) (int, error) {
 	}
 }
 
+// Slept reports whether Recv parked in Go's poller for datagrams since
+// the last call: whether the reader surely gave its P up.
+func (p *PacketRing) Slept() bool {
+	s := p.slept
+	p.slept = false
+	return s
+}
+
 // newParker registers a non-blocking duplicate of the ring's descriptor
 // with Go's poller.
 func (p *PacketRing) newParker() error {
@@ -309,9 +319,13 @@ func (p *PacketRing) wait() {
 	if p.ring.SQReady() > 0 {
 		p.enter(0)
 	}
+	p.readyLooks = 0
 	if err := p.park.rc.Read(p.park.ready); err != nil {
 		panic("ringpoll: waiting for io_uring completions: " + err.Error())
 	}
+	// More than one look: the poller parked the reader, and others had
+	// its P. A wait in the kernel gives it up only if sysmon takes it.
+	p.slept = p.slept || p.readyLooks > 1
 }
 
 // readyToRun reports whether a parked reader has completions to reap;
@@ -319,6 +333,7 @@ func (p *PacketRing) wait() {
 // work queued for this thread runs first: with COOP_TASKRUN it waits for
 // the thread to enter the kernel.
 func (p *PacketRing) readyToRun(uintptr) bool {
+	p.readyLooks++
 	if p.ring.SQFlags()&uring.SQTaskrun != 0 {
 		p.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
 	}
