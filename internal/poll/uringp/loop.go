@@ -132,8 +132,8 @@ type loop struct {
 	draining map[*conn]time.Time
 	yielded  bool
 	awake    poll.Awake // yields the P when the load never lets the loop sleep
-	batch    uint32 // Tuning.Batch where the kernel has min_wait; else 0
-	fixed    uint32 // slots of the ring's fixed-file table (0: none)
+	batch    uint32     // Tuning.Batch where the kernel has min_wait; else 0
+	fixed    uint32     // slots of the ring's fixed-file table (0: none)
 	stopping bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
