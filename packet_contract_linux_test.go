@@ -1,6 +1,7 @@
 package ringpoll
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,6 +35,10 @@ type contractConn interface {
 	SetReadBuffer(bytes int) error
 	SetWriteBuffer(bytes int) error
 	SyscallConn() (syscall.RawConn, error)
+	ReadMsgUDP(b, oob []byte) (n, oobn, flags int, addr *net.UDPAddr, err error)
+	ReadMsgUDPAddrPort(b, oob []byte) (n, oobn, flags int, addr netip.AddrPort, err error)
+	WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err error)
+	WriteMsgUDPAddrPort(b, oob []byte, addr netip.AddrPort) (n, oobn int, err error)
 }
 
 var (
@@ -382,6 +388,54 @@ func (r *ctRun) write(c contractConn, b string) {
 	r.record("Write(%q) = %d, %s", b, n, r.err(err))
 }
 
+func (r *ctRun) readMsg(c contractConn, size, oobSize int) {
+	buf, oob := make([]byte, size), make([]byte, oobSize)
+	n, oobn, flags, a, err := c.ReadMsgUDP(buf, oob)
+	r.record("ReadMsgUDP([%d], [%d]) = %d %q, %s, flags %#x, %s, %s", size, oobSize, n, buf[:max(n, 0)], ctCmsgs(oob[:max(oobn, 0)]), flags, r.addr(a), r.err(err))
+}
+
+func (r *ctRun) readMsgAddrPort(c contractConn, size, oobSize int) {
+	buf, oob := make([]byte, size), make([]byte, oobSize)
+	n, oobn, flags, a, err := c.ReadMsgUDPAddrPort(buf, oob)
+	r.record("ReadMsgUDPAddrPort([%d], [%d]) = %d %q, %s, flags %#x, %s, %s", size, oobSize, n, buf[:max(n, 0)], ctCmsgs(oob[:max(oobn, 0)]), flags, r.addrPort(a), r.err(err))
+}
+
+func (r *ctRun) writeMsg(c contractConn, b string, oob []byte, a *net.UDPAddr) {
+	n, oobn, err := c.WriteMsgUDP([]byte(b), oob, a)
+	r.record("WriteMsgUDP(%q, [%d], %s) = %d %d, %s", b, len(oob), r.addr(a), n, oobn, r.err(err))
+}
+
+func (r *ctRun) writeMsgAddrPort(c contractConn, b string, oob []byte, a netip.AddrPort) {
+	n, oobn, err := c.WriteMsgUDPAddrPort([]byte(b), oob, a)
+	r.record("WriteMsgUDPAddrPort(%q, [%d], %s) = %d %d, %s", b, len(oob), r.addrPort(a), n, oobn, r.err(err))
+}
+
+// ctCmsgs describes control messages by level and type, and their data
+// by its length.
+func ctCmsgs(oob []byte) string {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return fmt.Sprintf("cmsgs(%v)", err)
+	}
+	var parts []string
+	for _, m := range msgs {
+		parts = append(parts, fmt.Sprintf("%d/%d[%d]", m.Header.Level, m.Header.Type, len(m.Data)))
+	}
+	return "cmsgs" + fmt.Sprint(parts)
+}
+
+// setsockopt sets an integer option of c, failing the test if it cannot.
+func (r *ctRun) setsockopt(c contractConn, level, opt, v int) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, v) }); err != nil || serr != nil {
+		r.t.Fatalf("setsockopt: %v %v", err, serr)
+	}
+}
+
 // allReads records each way of reading once, after a fresh deadline d.
 func (r *ctRun) allReads(c contractConn, size int, d time.Duration) {
 	for _, read := range []func(contractConn, int){r.readFrom, r.readFromAddrPort, r.read} {
@@ -671,6 +725,72 @@ var ctCases = []ctCase{
 		r.writeTo(c, "to a TCPAddr", &net.TCPAddr{IP: net.ParseIP(r.fam.loopback), Port: 9})
 		r.writeToAddrPort(c, "to nothing", netip.AddrPort{})
 	}},
+	{name: "msg-read", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		c := r.listen()
+		d := r.dial(peer.LocalAddr())
+		for _, s := range []contractConn{c, d} {
+			r.send(peer, "hello", r.to(s))
+			r.deadline(s, ctLong)
+			r.readMsg(s, 16, 64)
+			r.send(peer, strings.Repeat("long ", 20), r.to(s))
+			r.deadline(s, ctLong)
+			r.readMsgAddrPort(s, 8, 64) // cut: MSG_TRUNC
+		}
+		// The traffic class of each datagram, as quic-go asks for ECN.
+		if r.fam.v6 {
+			r.setsockopt(c, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
+		} else {
+			r.setsockopt(c, unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+		}
+		r.send(peer, "marked", r.to(c))
+		r.deadline(c, ctLong)
+		r.readMsg(c, 16, 64)
+		r.send(peer, "no room", r.to(c))
+		r.deadline(c, ctLong)
+		r.readMsg(c, 16, 0) // MSG_CTRUNC
+		r.deadline(c, ctBrief)
+		r.readMsgAddrPort(c, 16, 64)
+		r.record("Close: %s", r.err(c.Close()))
+		r.readMsg(c, 16, 64)
+		r.readMsgAddrPort(c, 16, 64)
+	}},
+	{name: "msg-write", run: func(r *ctRun) {
+		peer := r.peer("peer")
+		to := peer.LocalAddr().(*net.UDPAddr)
+		c := r.listen()
+		d := r.dial(to)
+		r.writeMsg(c, "to peer", nil, to)
+		r.peerRecv(peer)
+		r.writeMsgAddrPort(c, "to peer again", nil, to.AddrPort())
+		r.peerRecv(peer)
+		r.writeMsg(c, "to nil", nil, nil)
+		r.writeMsgAddrPort(c, "to nothing", nil, netip.AddrPort{})
+		r.writeMsg(d, "connected", nil, nil)
+		r.peerRecv(peer)
+		r.writeMsgAddrPort(d, "connected again", nil, netip.AddrPort{})
+		r.peerRecv(peer)
+		r.writeMsg(d, "to peer", nil, to)
+		r.writeMsgAddrPort(d, "to peer", nil, to.AddrPort())
+		// One message the kernel cuts into datagrams of 4 (UDP_SEGMENT),
+		// as quic-go sends.
+		gso := make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&gso[0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(gso[unix.CmsgLen(0):], 4)
+		r.writeMsg(c, "aaaabbbbcc", gso, to)
+		for range 3 {
+			r.peerRecv(peer)
+		}
+		r.writeMsg(d, "ddddeeee", gso, nil)
+		for range 2 {
+			r.peerRecv(peer)
+		}
+		r.record("Close: %s", r.err(c.Close()))
+		r.writeMsg(c, "after close", nil, to)
+		r.writeMsgAddrPort(c, "after close", nil, to.AddrPort())
+	}},
 	{name: "ipv4-mapped", families: []ctFamily{ctDual}, run: func(r *ctRun) {
 		c := r.listen()
 		port := c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
@@ -754,6 +874,45 @@ var ctCases = []ctCase{
 			r.sockopt(c, "SO_SNDBUF", unix.SO_SNDBUF)
 		}
 	}},
+}
+
+// TestPacketStatsCountEveryCall: every way of reading and sending counts
+// in Stats, the single calls and the message calls as much as batches.
+func TestPacketStatsCountEveryCall(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		a, b := pcListen(t, e, "udp4", "127.0.0.1:0"), pcListen(t, e, "udp4", "127.0.0.1:0")
+		to := b.LocalAddr().(*net.UDPAddr)
+		buf, oob := make([]byte, 64), make([]byte, 64)
+		pcDeadline(t, b)
+		for range 5 {
+			if _, err := a.WriteTo([]byte("x"), to); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := b.ReadFrom(buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gso := make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&gso[0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(gso[unix.CmsgLen(0):], 4)
+		if _, _, err := a.WriteMsgUDP([]byte("aaaabbbbcc"), gso, to); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, _, _, _, err := b.ReadMsgUDP(buf, oob); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sa, sb := a.Stats(), b.Stats()
+		if sa.SendBatches != 6 || sa.SentPackets != 8 || sa.GSOSends != 1 {
+			t.Errorf("sender: %d sends, %d datagrams, %d GSO sends; want 6, 8 and 1 (%v)", sa.SendBatches, sa.SentPackets, sa.GSOSends, sa)
+		}
+		if sb.Batches != 8 || sb.Packets != 8 {
+			t.Errorf("receiver: %d receives, %d datagrams; want 8 and 8 (%v)", sb.Batches, sb.Packets, sb)
+		}
+	})
 }
 
 // TestPacketContract runs every case on std's socket and on ringpoll's,

@@ -297,6 +297,7 @@ func (c *PacketConn) readFrom(b []byte, call string) (int, netip.AddrPort, error
 	if o.err != nil {
 		return 0, addr, c.opError("read", addr, os.NewSyscallError(call, o.err))
 	}
+	c.counted(1)
 	if o.n > len(b) {
 		c.truncated.Add(1)
 		return len(b), addr, nil
@@ -413,6 +414,7 @@ func (c *PacketConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error)
 		return 0, c.writeError(net.UDPAddrFromAddrPort(addr), err)
 	}
 	n, err := p.uc.WriteToUDPAddrPort(b, addr)
+	c.sentOne(err)
 	return n, c.polledError(err)
 }
 
@@ -437,6 +439,7 @@ func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 		return 0, c.writeError(addr, err)
 	}
 	n, err := p.uc.WriteTo(b, addr)
+	c.sentOne(err)
 	return n, c.polledError(err)
 }
 
@@ -456,7 +459,22 @@ func (c *PacketConn) Write(b []byte) (int, error) {
 		return 0, c.rawError("write", err)
 	}
 	n, err := p.uc.Write(b)
+	c.sentOne(err)
 	return n, c.polledError(err)
+}
+
+// counted counts one receive call that returned n datagrams.
+func (c *PacketConn) counted(n int) {
+	c.batches.Add(1)
+	c.packets.Add(uint64(n))
+}
+
+// sentOne counts a send of one datagram, if it went out.
+func (c *PacketConn) sentOne(err error) {
+	if err == nil {
+		c.sendBatches.Add(1)
+		c.sent.Add(1)
+	}
 }
 
 // polledError gives an error of the poller's net.UDPConn the network the
