@@ -354,6 +354,7 @@ func TestCloseThenUse(t *testing.T) {
 		{"Read", func(c *Conn) error { _, err := c.Read(make([]byte, 1)); return err }},
 		{"ReadEmpty", func(c *Conn) error { _, err := c.Read(nil); return err }},
 		{"Write", func(c *Conn) error { _, err := c.Write([]byte("x")); return err }},
+		{"WriteEmpty", func(c *Conn) error { _, err := c.Write(nil); return err }},
 		{"ReaderNext", func(c *Conn) error { _, err := c.Reader().Next(1); return err }},
 		{"ReaderPeek", func(c *Conn) error { _, err := c.Reader().Peek(1); return err }},
 		{"ReaderSkip", func(c *Conn) error { return c.Reader().Skip(1) }},

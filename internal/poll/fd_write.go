@@ -182,14 +182,11 @@ func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release(); s
 // Write sends p. It returns once every byte is in the kernel or copied into
 // the output queue, blocking while the queue is above the output high-water
 // mark (bounded by the write deadline). Safe for concurrent use: writes are
-// serialized and never interleave. An empty p fails with ErrClosed after
-// Close, as net's Write does, and is a no-op before.
+// serialized and never interleave. A Write of nothing fails as one of
+// something would, as net's does: after Close, with net.ErrClosed.
 func (fd *FD) Write(p []byte) (int, error) {
 	if len(p) == 0 {
-		if fd.Closing() {
-			return 0, ErrClosed
-		}
-		return 0, nil
+		return 0, fd.writeErr()
 	}
 	fd.wmu.Lock()
 	w := fd.waits()
