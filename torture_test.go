@@ -315,12 +315,12 @@ func (cn *ttConn) open() error {
 	switch {
 	case s.style == "dial" && cn.peer.name == "std":
 		if cn.ring.ring, err = dialRing(s.stdLn.Addr().String()); err == nil {
-			cn.peer.std, err = s.stdLn.Accept()
+			cn.peer.std, err = ttWithin(s, "net's Accept", s.stdLn.Accept)
 		}
 	case s.style == "dial":
 		// The ringpoll peer is accepted by s.ln.
 		if cn.ring.ring, err = dialRing(s.ln.Addr().String()); err == nil {
-			cn.peer.ring, err = s.ln.AcceptConn()
+			cn.peer.ring, err = ttWithin(s, "AcceptConn", s.ln.AcceptConn)
 		}
 	default:
 		if cn.peer.name == "std" {
@@ -329,7 +329,7 @@ func (cn *ttConn) open() error {
 			cn.peer.ring, err = dialRing(s.ln.Addr().String())
 		}
 		if err == nil && s.style == "accept" {
-			cn.ring.ring, err = s.ln.AcceptConn()
+			cn.ring.ring, err = ttWithin(s, "AcceptConn", s.ln.AcceptConn)
 		}
 	}
 	if err != nil {
@@ -357,6 +357,27 @@ func (cn *ttConn) open() error {
 	}
 	cn.ring.start()
 	return nil
+}
+
+// ttWithin returns what f returns, or an error once f took tsTimeout (f
+// then returns when abort closes the listeners).
+func ttWithin[T any](s *ttSeq, what string, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		v, err := f()
+		c <- result{v, err}
+	}()
+	select {
+	case r := <-c:
+		return r.v, r.err
+	case <-time.After(tsTimeout):
+		var zero T
+		return zero, fmt.Errorf("hang: %s did not return; state:\n%s\ngoroutines:\n%s", what, s.state(), ttStacks())
+	}
 }
 
 // start runs x's writer and reader on goroutines of their own.
