@@ -373,22 +373,37 @@ func TestCloseThenUse(t *testing.T) {
 	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, side := range tsSides {
-			t.Run(string(side), func(t *testing.T) {
-				c, peer := tsPair(t, e, "tcp", side)
-				// Buffered input must not let reads succeed after Close.
-				peer.Write([]byte("unread input\n"))
-				tsEventually(t, "input to arrive", func() bool { return c.Reader().Len() > 0 })
-				if err := c.Close(); err != nil {
-					t.Fatalf("Close: %v", err)
+			for _, expired := range []bool{false, true} {
+				name := string(side)
+				if expired {
+					// Nor may a passed deadline: Close comes first.
+					name += "/deadline-passed"
 				}
-				for _, o := range ops {
-					if err := o.op(c); !errors.Is(err, net.ErrClosed) {
-						t.Errorf("%s after Close returned %v, want net.ErrClosed", o.name, err)
-					}
-				}
-			})
+				t.Run(name, func(t *testing.T) { ctUseAfterClose(t, e, side, expired, ops) })
+			}
 		}
 	})
+}
+
+func ctUseAfterClose(t *testing.T, e Engine, side tsSide, expired bool, ops []struct {
+	name string
+	op   func(c *Conn) error
+}) {
+	c, peer := tsPair(t, e, "tcp", side)
+	// Buffered input must not let reads succeed after Close.
+	peer.Write([]byte("unread input\n"))
+	tsEventually(t, "input to arrive", func() bool { return c.Reader().Len() > 0 })
+	if expired {
+		c.SetDeadline(time.Now().Add(-time.Second))
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, o := range ops {
+		if err := o.op(c); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s after Close returned %v, want net.ErrClosed", o.name, err)
+		}
+	}
 }
 
 // TestHalfClose: a peer's CloseWrite makes ringpoll read all data then

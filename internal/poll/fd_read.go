@@ -157,7 +157,9 @@ func (fd *FD) InputReady() {
 func (fd *FD) lockInput(n int) error {
 	var wake <-chan struct{}
 	for {
-		if fd.readExpired() {
+		// Close first: after it every read fails with ErrClosed, as
+		// net's do, whatever the deadline.
+		if fd.readExpired() && !fd.Closing() {
 			// Pass the news to another blocked reader, which may wait
 			// on its token alone (await).
 			fd.signalReadable()
