@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -200,6 +201,65 @@ func TestSliceReleaseFreesAll(t *testing.T) {
 						}
 						return true
 					})
+				}
+			})
+		}
+	})
+}
+
+// TestHoardingReadersShareTheRing: several readers each hold their share
+// of the ring (8 KiB read with Next, not released) and wait for one more
+// byte; together they hold every buffer. Each must still get its byte:
+// the loop retires what they hold and gives the ring new memory, and
+// the held bytes stay theirs.
+func TestHoardingReadersShareTheRing(t *testing.T) {
+	const readers, held = 4, 8 << 10
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, ring := range ltRings {
+			t.Run(ring.name, func(t *testing.T) {
+				ln := listen(t, e, "tcp", ring.opts...)
+				type result struct {
+					b   []byte
+					err error
+				}
+				results := make(chan result, readers)
+				holding := make(chan struct{}, readers)
+				tsServeConns(t, ln, func(c *Conn) {
+					c.SetReadDeadline(time.Now().Add(tsTimeout))
+					r := c.Reader()
+					b, err := r.Next(held)
+					if err != nil {
+						results <- result{err: err}
+						return
+					}
+					want := bytes.Clone(b)
+					holding <- struct{}{}
+					_, err = r.Next(1) // every buffer is held by now
+					if err == nil && !bytes.Equal(b, want) {
+						err = fmt.Errorf("the held bytes changed while the reader waited")
+					}
+					results <- result{b: b, err: err}
+					r.Release()
+				})
+				peers := make([]net.Conn, readers)
+				for i := range peers {
+					peers[i] = tsDialStd(t, "tcp", ln.Addr().String())
+					if _, err := peers[i].Write(bytes.Repeat([]byte{'a' + byte(i)}, held)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range readers {
+					tsRecv(t, holding, "the readers to hold their input")
+				}
+				for _, p := range peers {
+					if _, err := p.Write([]byte{'!'}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range readers {
+					if r := tsRecv(t, results, "each reader's last byte"); r.err != nil {
+						t.Errorf("a reader: %v (loops: %v)", r.err, ln.Stats())
+					}
 				}
 			})
 		}

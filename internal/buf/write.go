@@ -240,6 +240,26 @@ func (b *LinkBuffer) extendRef(p []byte, owner Owner) bool {
 	return true
 }
 
+// RetireOwned lets go of the memory of every node whose owner lent it
+// (Owned), without giving it back: each owner hears Retire, so that it
+// never reuses that memory, and the nodes stay, their bytes readable and
+// the slices of them valid, as memory the garbage collector frees with
+// the last of them. It returns how many it retired. A consumer method: the
+// owner field is consumer-side state.
+func (b *LinkBuffer) RetireOwned() int {
+	n := 0
+	for x := b.head; x != nil && b.owned > 0; x = x.next {
+		if x.told() {
+			o := x.owner
+			x.owner = nil
+			b.owned--
+			n++
+			o.Retire()
+		}
+	}
+	return n
+}
+
 // Discard consumes everything and frees every node, the tail included,
 // releasing ref nodes to their owners. It is for a closed connection: no
 // producer may be running or hold a WriteSpace slice. The buffer is empty

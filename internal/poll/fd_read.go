@@ -109,6 +109,24 @@ func (fd *FD) InputRef(p []byte, owner buf.Owner, share int) (more, copied bool)
 	return more, copied
 }
 
+// RetireWaitingInput lets go of the lent memory (io_uring provided
+// buffers) that fd's input holds, read or not, released or not, if a
+// reader waits for more input: each piece is retired without a copy
+// (buf.LinkBuffer.RetireOwned), so that its owner gives the ring new
+// memory in its place, and the reader keeps the old. For a loop whose ring
+// ran dry while its connections held every buffer, each within its share:
+// a reader that waits for input cannot release what it holds before the
+// input comes, and none can come. It returns how many pieces it retired.
+func (fd *FD) RetireWaitingInput() int {
+	n := 0
+	fd.inMu.Lock()
+	if fd.in != nil && fd.inWant > 0 {
+		n = fd.in.RetireOwned()
+	}
+	fd.inMu.Unlock()
+	return n
+}
+
 // InputRoom returns how many more input bytes the FD takes before its
 // high-water mark (or more, for a blocked reader that needs more): an
 // engine whose kernel reads ahead caps its next receive with it.

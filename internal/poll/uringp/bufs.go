@@ -428,6 +428,26 @@ func (b *bufPool) returnedOne() {
 	}
 }
 
+// relieve runs when the ring ran dry with no buffer on its way back: the
+// loop's connections hold every one, each within its share. Those whose
+// readers wait for more input (holding what they read without releasing
+// it, or buffering for a Next of more) cannot let go before that input
+// comes, and none can come while they hold the ring: so their input lets
+// go of its buffers without a copy. Each is retired
+// (poll.FD.RetireWaitingInput) and goes back to the ring with new memory
+// at the next turn, its readers keeping the old. Readers that are busy
+// with their input are left to release it. Loop only.
+func (l *loop) relieve() {
+	if l.bufs.anyBack() {
+		return // released buffers come back at the next turn
+	}
+	for _, c := range l.conns {
+		if c != nil {
+			c.fd.RetireWaitingInput()
+		}
+	}
+}
+
 // replenish puts returned buffers on spare, tops the ring up from it and
 // re-arms the connections that ran dry. Loop only, once a turn.
 func (l *loop) replenish() {

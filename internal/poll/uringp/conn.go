@@ -231,6 +231,9 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 		if l.bufs.ranDry() {
 			break
 		}
+		// Starved until the next turn gives the ring buffers back:
+		// released ones, or those relieve retires.
+		l.relieve()
 		if !c.starved {
 			c.starved = true
 			l.starved = append(l.starved, c)
