@@ -103,10 +103,11 @@ const (
 	ttDeadline
 	ttReset // ECONNRESET or EPIPE
 	ttBufferFull
+	ttStopped // ErrServerClosed: Shutdown stopped the handler's waits
 	ttOther
 )
 
-var ttKindNames = [...]string{"nil", "io.EOF", "net.ErrClosed", "deadline", "reset", "ErrBufferFull", "other"}
+var ttKindNames = [...]string{"nil", "io.EOF", "net.ErrClosed", "deadline", "reset", "ErrBufferFull", "ErrServerClosed", "other"}
 
 func (k ttKind) String() string { return ttKindNames[k] }
 
@@ -124,6 +125,8 @@ func ttClassify(err error) ttKind {
 		return ttReset
 	case errors.Is(err, ErrBufferFull):
 		return ttBufferFull
+	case errors.Is(err, ErrServerClosed):
+		return ttStopped
 	}
 	return ttOther
 }
@@ -315,6 +318,13 @@ func (x *ttEnd) readErr(op string, off int64, err error, closedBefore bool) (sto
 		x.rReset.Store(true)
 		if !(p.closing.Load() || p.shutdown.Load()) {
 			x.failf("%s at offset %d: %v, but the peer was not closed (peer: %s)", op, off, err, p.flags())
+		}
+		return true
+	case ttStopped:
+		// Shutdown makes a handler's reads fail rather than wait for
+		// input (Handler): only a handler's end, once it began.
+		if !x.handler || !x.shutdown.Load() {
+			x.failf("%s at offset %d: %v, but no Shutdown stopped the end's waits (end: %s)", op, off, err, x.flags())
 		}
 		return true
 	}
