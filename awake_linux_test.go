@@ -3,7 +3,7 @@ package ringpoll
 // However much work waits, a loop lets the rest of its program run within
 // a few milliseconds (poll.Awake). The loop's own work is made to outlast
 // the test here, so that it never runs out of work and sleeps, whatever
-// the machine's pace: each request costs its inline handler 100 µs, and a
+// the machine's pace: each request costs its inline handler 50 to 100 µs, and a
 // few thousand wait in the socket before the measurement starts.
 
 import (
@@ -98,7 +98,7 @@ func floodTCPInline(t *testing.T, e Engine, served *atomic.Int64) {
 	}()
 }
 
-// floodUDPInline starts an inline PacketServer whose handler spends 100 µs
+// floodUDPInline starts an inline PacketServer whose handler spends 50 µs
 // a datagram, and queues 3,000 datagrams on it.
 func floodUDPInline(t *testing.T, e Engine, served *atomic.Int64) {
 	pc := pcListen(t, e, "udp4", "127.0.0.1:0")
@@ -107,7 +107,7 @@ func floodUDPInline(t *testing.T, e Engine, served *atomic.Int64) {
 	psServe(t, PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
 		<-gate // until the datagrams are all queued
 		for range in {
-			burn(100 * time.Microsecond)
+			burn(50 * time.Microsecond)
 			served.Add(1)
 		}
 	}), []*PacketConn{pc}, WithEngine(e), WithInlineHandler())

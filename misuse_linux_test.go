@@ -424,6 +424,23 @@ func muPacketConn(t *testing.T, e Engine, how string) {
 		{method: "ReadFrom", args: "nil", want: muClosed, call: func(c *PacketConn) error { _, _, err := c.ReadFrom(nil); return err }},
 		{method: "ReadFromAddrPort", args: "buf", want: muClosed, call: func(c *PacketConn) error { _, _, err := c.ReadFromAddrPort(make([]byte, 8)); return err }},
 		{method: "ReadFromAddrPort", args: "nil", want: muClosed, call: func(c *PacketConn) error { _, _, err := c.ReadFromAddrPort(nil); return err }},
+		{method: "ReadMsgUDP", args: "buf, oob", want: muClosed, call: func(c *PacketConn) error {
+			_, _, _, _, err := c.ReadMsgUDP(make([]byte, 8), make([]byte, 64))
+			return err
+		}},
+		{method: "ReadMsgUDP", args: "nil, nil", want: muClosed, call: func(c *PacketConn) error { _, _, _, _, err := c.ReadMsgUDP(nil, nil); return err }},
+		{method: "ReadMsgUDPAddrPort", args: "buf, oob", want: muClosed, call: func(c *PacketConn) error {
+			_, _, _, _, err := c.ReadMsgUDPAddrPort(make([]byte, 8), make([]byte, 64))
+			return err
+		}},
+		{method: "WriteMsgUDP", args: "buf, nil, addr", want: addressed, call: func(c *PacketConn) error {
+			_, _, err := c.WriteMsgUDP([]byte("x"), nil, net.UDPAddrFromAddrPort(pcAddrPort(peer)))
+			return err
+		}},
+		{method: "WriteMsgUDPAddrPort", args: "buf, nil, addr", want: addressed, call: func(c *PacketConn) error {
+			_, _, err := c.WriteMsgUDPAddrPort([]byte("x"), nil, pcAddrPort(peer))
+			return err
+		}},
 		{method: "ReadBatch", args: "batch", want: muClosed, call: func(c *PacketConn) error { _, err := c.ReadBatch(batch); return err }},
 		{method: "ReadBatch", args: "nil", want: muError, call: func(c *PacketConn) error { _, err := c.ReadBatch(nil); return err }},
 		{method: "SetDeadline", args: "now", want: muClosed, call: func(c *PacketConn) error { return c.SetDeadline(time.Now()) }},

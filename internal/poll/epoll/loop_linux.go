@@ -82,7 +82,7 @@ func newLoop() (*loop, error) {
 		wake.Close()
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	l := &loop{epfd: epfd, ev: wake, done: make(chan struct{}), draining: map[*poll.FD]time.Time{}}
+	l := &loop{epfd: epfd, ev: wake, done: make(chan struct{}), draining: map[*poll.FD]time.Time{}, awake: poll.Awake{Every: poll.AwakeEvery}}
 	if err := unix.SetNonblock(epfd, true); err != nil {
 		unix.Close(epfd)
 		wake.Close()

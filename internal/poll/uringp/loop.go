@@ -152,6 +152,7 @@ func newLoop(m Mode, t Tuning) *loop {
 		splices:     map[*conn]*SpliceOp{},
 		noRecvLimit: t.NoRecvLimit,
 		napping:     !t.NoNap && !(m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0),
+		awake:       poll.Awake{Every: poll.AwakeEvery},
 	}
 }
 
