@@ -673,7 +673,7 @@ func TestDeadlines(t *testing.T) {
 				first time.Time
 				done  chan error
 			)
-			for margin := 500 * time.Millisecond; ; margin *= 2 {
+			for margin := 100 * time.Millisecond; ; margin *= 2 {
 				c, peer = pair()
 				first = time.Now().Add(margin)
 				d.set(c, first)
@@ -694,7 +694,7 @@ func TestDeadlines(t *testing.T) {
 			select {
 			case err := <-done:
 				t.Fatalf("%s returned %v although its deadline was moved an hour later", d.name, err)
-			case <-time.After(time.Until(first) + 200*time.Millisecond):
+			case <-time.After(time.Until(first) + 100*time.Millisecond):
 			}
 			if err := d.unblock(peer); err != nil {
 				t.Fatalf("peer: %v", err)
