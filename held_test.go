@@ -267,7 +267,8 @@ func hpRun(t *testing.T, e Engine, ring []Option, side string, p hpPath) {
 		t.Errorf("Close: %v", err)
 	}
 	ltLetGo(t, c)
-	ltEchoOthers(t, othersLn.Addr().String())
+	// 256 KiB a client: the small rings' every buffer many times over.
+	ltEchoOthersN(t, othersLn.Addr().String(), 256<<10)
 	if err := ltCompare(b, heldCopy); err != nil {
 		t.Error(err)
 	}

@@ -93,13 +93,16 @@ func ltLetGo(t *testing.T, c *Conn) {
 // ltEchoOthers has four clients echo 1 MiB each, of one repeated letter
 // each ('a' to 'd'), through the echo server at addr: they fill every
 // provided buffer of the loop many times over.
-func ltEchoOthers(t *testing.T, addr string) {
+func ltEchoOthers(t *testing.T, addr string) { ltEchoOthersN(t, addr, 1<<20) }
+
+// ltEchoOthersN is ltEchoOthers with n bytes a client.
+func ltEchoOthersN(t *testing.T, addr string, n int) {
 	t.Helper()
 	errs := make(chan error, 4)
 	for i := range 4 {
 		c := tsDialStd(t, "tcp", addr)
 		go func() {
-			errs <- tsBulkRoundTrip(c, bytes.Repeat([]byte{'a' + byte(i)}, 1<<20), uint64(i))
+			errs <- tsBulkRoundTrip(c, bytes.Repeat([]byte{'a' + byte(i)}, n), uint64(i))
 		}()
 	}
 	for range 4 {
