@@ -156,9 +156,10 @@ func WithGRO() Option {
 }
 
 // WithoutGSO makes WriteBatch send each datagram as a message of its own,
-// never a run of them cut by the kernel (UDP_SEGMENT). GSO falls back by
-// itself per destination when a path refuses it; this turns it off for
-// all.
+// never a run of them cut by the kernel (UDP_SEGMENT). Without it GSO is
+// used where the kernel knows UDP_SEGMENT, which each socket asks once
+// when it is opened (getsockopt(2)), and falls back by itself when a
+// path refuses it; this turns it off for the socket.
 func WithoutGSO() Option {
 	return func(c *config) { c.noGSO = true }
 }

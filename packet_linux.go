@@ -55,7 +55,7 @@ type PacketConn struct {
 	max     int // largest payload a datagram carries
 	sends   sync.Pool
 	recvs   sync.Pool
-	gso     bool // WriteBatch may send runs as one UDP_SEGMENT message
+	gso     bool // WriteBatch may send runs as one UDP_SEGMENT message: not WithoutGSO, and the kernel knows it
 	gro     bool // the kernel may coalesce datagrams (UDP_GRO)
 
 	noGSOMu sync.Mutex
@@ -158,6 +158,10 @@ func (c *config) packetControl(_, _ string, rc syscall.RawConn) error {
 	return nil
 }
 
+// gsoProbe reports whether the kernel knows UDP_SEGMENT for socket fd; a
+// variable so that a test can play a kernel without it.
+var gsoProbe = probeGSO
+
 // newPacketConn makes a PacketConn of the socket net made, keeping a
 // duplicate of it and closing uc, which takes the socket out of Go's
 // poller until join puts it back.
@@ -167,7 +171,7 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 	if err != nil {
 		return nil, err
 	}
-	c := &PacketConn{fd: -1, network: network, gso: !cfg.noGSO}
+	c := &PacketConn{fd: -1, network: network}
 	c.laddr, _ = uc.LocalAddr().(*net.UDPAddr)
 	if connected {
 		if c.raddr, _ = uc.RemoteAddr().(*net.UDPAddr); c.raddr == nil {
@@ -183,6 +187,7 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 		if gro, err := unix.GetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO); err == nil {
 			c.gro = gro != 0
 		}
+		c.gso = !cfg.noGSO && gsoProbe(int(fd))
 		if c.fd, serr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0); serr != nil {
 			c.fd, serr = -1, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", serr)
 		}
@@ -906,7 +911,8 @@ func (o *sendOp) send(fd uintptr) bool {
 //
 // Runs of packets to one destination, of one size (the last may be
 // shorter), go as one message the kernel cuts into datagrams (UDP GSO),
-// unless WithoutGSO; a destination whose path refuses that gets datagrams
+// unless WithoutGSO or the kernel does not know UDP_SEGMENT (the socket
+// asked when it was opened); a destination whose path refuses that gets datagrams
 // one by one from then on (PacketStats.GSOFallbacks).
 func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
 	if len(ps) == 0 {
@@ -1062,3 +1068,11 @@ func (c *PacketConn) checkSend(p *Packet) error {
 }
 
 var errMissingAddress = errors.New("ringpoll: packet without a destination on an unconnected PacketConn: set Packet.Addr")
+
+// probeGSO asks the kernel whether it knows UDP_SEGMENT (Linux 4.18): one
+// that does not would ignore the control message and send a run as one
+// datagram of all its payloads, and getsockopt(2) of it fails there.
+func probeGSO(fd int) bool {
+	_, err := unix.GetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT)
+	return err == nil
+}
