@@ -70,8 +70,11 @@ type PacketStats struct {
 	// SendBatches and SentPackets are the same for sends.
 	SendBatches, SentPackets uint64
 	// GSOSends counts messages sent as several datagrams cut by the kernel
-	// (UDP_SEGMENT); GSOFallbacks counts destinations whose path refused
-	// that and get single datagrams since.
+	// (UDP_SEGMENT); GSOFallbacks counts such messages the kernel refused
+	// to cut, each then sent again datagram by datagram. After a refusal
+	// with EIO (the device cannot checksum them) the socket sends no
+	// more runs segmented; after any other the next run is offered
+	// segmented again.
 	GSOSends, GSOFallbacks uint64
 	// GRO reports whether the kernel coalesces datagrams for this socket
 	// (WithGRO, where the kernel has UDP_GRO).
@@ -158,8 +161,9 @@ func WithGRO() Option {
 // WithoutGSO makes WriteBatch send each datagram as a message of its own,
 // never a run of them cut by the kernel (UDP_SEGMENT). Without it GSO is
 // used where the kernel knows UDP_SEGMENT, which each socket asks once
-// when it is opened (getsockopt(2)), and falls back by itself when a
-// path refuses it; this turns it off for the socket.
+// when it is opened (getsockopt(2)), and a run the kernel refuses to cut
+// is sent again datagram by datagram (PacketStats.GSOFallbacks); this
+// turns it off for the socket from the start.
 func WithoutGSO() Option {
 	return func(c *config) { c.noGSO = true }
 }

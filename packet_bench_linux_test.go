@@ -172,7 +172,7 @@ func BenchmarkPacketSend(b *testing.B) {
 	ringpollSend := func(gso bool) func(*testing.B) {
 		return func(b *testing.B) {
 			s, to := setup(b)
-			s.gso = gso
+			s.gso.Store(gso)
 			out := make([]Packet, 64)
 			for i := range out {
 				out[i] = Packet{Data: payload, Addr: to}

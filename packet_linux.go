@@ -55,11 +55,10 @@ type PacketConn struct {
 	max     int // largest payload a datagram carries
 	sends   sync.Pool
 	recvs   sync.Pool
-	gso     bool // WriteBatch may send runs as one UDP_SEGMENT message: not WithoutGSO, and the kernel knows it
 	gro     bool // the kernel may coalesce datagrams (UDP_GRO)
-
-	noGSOMu sync.Mutex
-	noGSO   map[netip.AddrPort]struct{} // destinations that refused GSO
+	// gso: WriteBatch may send runs as one UDP_SEGMENT message (not
+	// WithoutGSO, the kernel knows it, and no send failed with EIO).
+	gso atomic.Bool
 
 	ring atomic.Pointer[uringp.PacketRing] // a PacketServer's reader, on the uring engines
 
@@ -187,7 +186,7 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 		if gro, err := unix.GetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO); err == nil {
 			c.gro = gro != 0
 		}
-		c.gso = !cfg.noGSO && gsoProbe(int(fd))
+		c.gso.Store(!cfg.noGSO && gsoProbe(int(fd)))
 		if c.fd, serr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0); serr != nil {
 			c.fd, serr = -1, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", serr)
 		}
@@ -912,9 +911,17 @@ func (o *sendOp) send(fd uintptr) bool {
 // Runs of packets to one destination, of one size (the last may be
 // shorter), go as one message the kernel cuts into datagrams (UDP GSO),
 // unless WithoutGSO or the kernel does not know UDP_SEGMENT (the socket
-// asked when it was opened); a destination whose path refuses that gets datagrams
-// one by one from then on (PacketStats.GSOFallbacks).
+// asked when it was opened). A run the kernel refuses to cut is sent
+// again datagram by datagram (PacketStats.GSOFallbacks); if it refused
+// with EIO, which says the device cannot checksum for the socket's
+// route, no run is sent segmented again on this PacketConn.
 func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
+	return c.writeBatch(ps, 0)
+}
+
+// writeBatch is WriteBatch, with the first plain packets of ps sent one
+// per message.
+func (c *PacketConn) writeBatch(ps []Packet, plain int) (int, error) {
 	if len(ps) == 0 {
 		// As net's Write of nothing: no error, unless the socket is closed.
 		if err := c.control(func(int) {}); err != nil {
@@ -926,35 +933,48 @@ func (c *PacketConn) WriteBatch(ps []Packet) (int, error) {
 	defer c.sends.Put(o)
 	sent := 0
 	for len(ps) > 0 {
-		msgs, used, bad := c.prepareSends(o, ps)
+		msgs, used, bad := c.prepareSends(o, ps, plain)
 		if msgs == 0 {
 			return sent, bad
 		}
 		o.from, o.n, o.err = 0, msgs, nil
 		err := c.send(o)
-		done := 0
-		for _, k := range o.counts[:o.from] {
-			done += k
-		}
+		done := o.sentCount(c)
 		sent += done
-		if o.from > 0 {
-			c.sendBatches.Add(1)
-			c.sent.Add(uint64(done))
-		}
 		if err != nil {
 			return sent, c.rawError("write", err)
 		}
 		if o.err != nil {
-			if o.counts[o.from] > 1 && gsoRefused(o.err) {
-				c.stopGSO(ps[done].Addr)
-				ps = ps[done:]
+			if k := o.counts[o.from]; k > 1 && c.gsoRefused(o.err) {
+				// The run again, one datagram per message.
+				ps, plain = ps[done:], k
 				continue
 			}
 			return sent, c.opError("write", ps[done].Addr, os.NewSyscallError("sendmmsg", o.err))
 		}
-		ps = ps[used:]
+		ps, plain = ps[used:], max(plain-used, 0)
 	}
 	return sent, nil
+}
+
+// sentCount counts the messages o sent, [0, o.from), in c's stats, and
+// returns the datagrams they carried.
+func (o *sendOp) sentCount(c *PacketConn) int {
+	done, gso := 0, 0
+	for _, k := range o.counts[:o.from] {
+		done += k
+		if k > 1 {
+			gso++
+		}
+	}
+	if o.from > 0 {
+		c.sendBatches.Add(1)
+		c.sent.Add(uint64(done))
+	}
+	if gso > 0 {
+		c.gsoSends.Add(uint64(gso))
+	}
+	return done
 }
 
 // send runs o: straight on the socket while it is outside Go's poller,
@@ -979,10 +999,11 @@ func (c *PacketConn) send(o *sendOp) error {
 }
 
 // prepareSends fills o's messages from ps: each packet a message, or a run
-// of them one segmented message. It returns the messages made, the
-// packets they hold, and, if it stopped at a packet that cannot be sent,
-// why.
-func (c *PacketConn) prepareSends(o *sendOp, ps []Packet) (msgs, used int, bad error) {
+// of them one segmented message; the first plain packets go one per
+// message. It returns the messages made, the packets they hold, and, if
+// it stopped at a packet that cannot be sent, why.
+func (c *PacketConn) prepareSends(o *sendOp, ps []Packet, plain int) (msgs, used int, bad error) {
+	gso := c.gso.Load()
 	for used < len(ps) && msgs < o.h.Cap() {
 		p := &ps[used]
 		if err := c.checkSend(p); err != nil {
@@ -990,7 +1011,7 @@ func (c *PacketConn) prepareSends(o *sendOp, ps []Packet) (msgs, used int, bad e
 		}
 		o.h.PrepareSend(msgs, p.Data, p.Addr, c.family)
 		k := 1
-		if seg := len(p.Data); seg > 0 && c.gsoTo(p.Addr) {
+		if seg := len(p.Data); seg > 0 && gso && used >= plain {
 			total := seg
 			for k < gsoSegments && used+k < len(ps) {
 				q := &ps[used+k]
@@ -1006,7 +1027,6 @@ func (c *PacketConn) prepareSends(o *sendOp, ps []Packet) (msgs, used int, bad e
 			}
 			if k > 1 {
 				o.h.SetSegment(msgs, seg)
-				c.gsoSends.Add(1)
 			}
 		}
 		o.counts[msgs] = k
@@ -1016,40 +1036,26 @@ func (c *PacketConn) prepareSends(o *sendOp, ps []Packet) (msgs, used int, bad e
 	return msgs, used, nil
 }
 
-// gsoTo reports whether runs to addr may be sent segmented.
-func (c *PacketConn) gsoTo(addr netip.AddrPort) bool {
-	if !c.gso {
+// gsoRefused reports whether err, the failure of a segmented message,
+// is the kernel refusing to cut it, so that the run goes again datagram
+// by datagram, and counts it (PacketStats.GSOFallbacks). EIO means the
+// device cannot checksum the datagrams (udp_send_skb in
+// net/ipv4/udp.c), which holds for the socket's route, not for one peer:
+// it ends GSO for the PacketConn. EINVAL (SO_NO_CHECK, too many
+// segments), EMSGSIZE (a segment over the path's MTU) and EOPNOTSUPP
+// concern this message; the next run is offered segmented again, and
+// nothing is kept per destination, whose number a peer sending from
+// spoofed sources would choose.
+func (c *PacketConn) gsoRefused(err error) bool {
+	switch err {
+	case unix.EIO:
+		c.gso.Store(false)
+	case unix.EINVAL, unix.EMSGSIZE, unix.EOPNOTSUPP:
+	default:
 		return false
 	}
-	if c.gsoFallbacks.Load() == 0 {
-		return true
-	}
-	c.noGSOMu.Lock()
-	_, refused := c.noGSO[addr]
-	c.noGSOMu.Unlock()
-	return !refused
-}
-
-// stopGSO records that addr's path refused a segmented message.
-func (c *PacketConn) stopGSO(addr netip.AddrPort) {
-	c.noGSOMu.Lock()
-	if c.noGSO == nil {
-		c.noGSO = map[netip.AddrPort]struct{}{}
-	}
-	c.noGSO[addr] = struct{}{}
-	c.noGSOMu.Unlock()
 	c.gsoFallbacks.Add(1)
-}
-
-// gsoRefused reports whether a segmented message failed for want of GSO
-// on its path: EIO (the device cannot checksum it), EINVAL (no UDP_SEGMENT
-// or a segment over the MTU), EMSGSIZE, or EOPNOTSUPP.
-func gsoRefused(err error) bool {
-	switch err {
-	case unix.EIO, unix.EINVAL, unix.EMSGSIZE, unix.EOPNOTSUPP:
-		return true
-	}
-	return false
+	return true
 }
 
 // checkSend reports what would make the kernel refuse p, clearly.

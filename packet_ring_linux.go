@@ -116,7 +116,7 @@ func (rs *ringSends) flush(w *PacketWriter) error {
 		return err
 	}
 	o := rs.op
-	msgs, used, bad := w.conn.prepareSends(o, w.out)
+	msgs, used, bad := w.conn.prepareSends(o, w.out, 0)
 	for i := range msgs {
 		rs.ring.QueueSend(o.h.Msghdr(i), i)
 	}
@@ -132,9 +132,8 @@ func (rs *ringSends) flush(w *PacketWriter) error {
 	return err
 }
 
-// settle waits for the last flight's completions. A GSO run its path
-// refused is sent again datagram by datagram (and the destination gets
-// no GSO from then on), as WriteBatch does.
+// settle waits for the last flight's completions. A GSO run the kernel
+// refused is sent again datagram by datagram, as WriteBatch does.
 func (rs *ringSends) settle(c *PacketConn) error {
 	if rs.msgs == 0 {
 		return nil
@@ -149,13 +148,15 @@ func (rs *ringSends) settle(c *PacketConn) error {
 		ps := rs.fly[start : start+rs.op.counts[r.I]]
 		if r.Res >= 0 {
 			sent += len(ps)
+			if len(ps) > 1 {
+				c.gsoSends.Add(1)
+			}
 			continue
 		}
 		errno := syscall.Errno(-r.Res)
-		if len(ps) > 1 && gsoRefused(errno) {
-			c.stopGSO(ps[0].Addr)
-			n, err := c.WriteBatch(ps)
-			sent += n
+		if len(ps) > 1 && c.gsoRefused(errno) {
+			// Counted in the stats by writeBatch.
+			_, err := c.writeBatch(ps, len(ps))
 			if err != nil && first == nil {
 				first = err
 			}
