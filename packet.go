@@ -26,8 +26,9 @@ type Packet struct {
 // Errors of the packet API.
 var (
 	// ErrMessageTooLong is returned by writes of a payload no UDP datagram
-	// can carry: over 65507 bytes on IPv4 and 65527 on IPv6. It matches
-	// syscall.EMSGSIZE too.
+	// to its destination can carry: over 65507 bytes to an IPv4 address
+	// (on a dual-stack socket too, mapped or not) and 65527 to an IPv6
+	// one. It matches syscall.EMSGSIZE too.
 	ErrMessageTooLong error = messageTooLongError{}
 )
 

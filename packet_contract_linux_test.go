@@ -341,6 +341,23 @@ func (r *ctRun) peerRecv(p *net.UDPConn) {
 	r.record("peer %s got %q from %s, %s", r.addr(p.LocalAddr()), buf[:n], r.addrPort(from), r.err(err))
 }
 
+// peerRecvSize records the size of what peer p receives next.
+func (r *ctRun) peerRecvSize(p *net.UDPConn) {
+	p.SetReadDeadline(time.Now().Add(ctLong))
+	buf := make([]byte, MaxPacketSize)
+	n, from, err := p.ReadFromUDPAddrPort(buf)
+	r.record("peer %s got %d bytes from %s, %s", r.addr(p.LocalAddr()), n, r.addrPort(from), r.err(err))
+}
+
+// tooLong describes the error of a write of a payload too long for its
+// destination as err does, but for the system call: net's is the
+// kernel's EMSGSIZE from sendto or write, ringpoll's is
+// ErrMessageTooLong, which matches EMSGSIZE, from before any system call.
+func (r *ctRun) tooLong(err error) string {
+	desc, _, _ := strings.Cut(r.err(err), " syscall=")
+	return desc
+}
+
 // deadline sets c's read deadline d from now (0: none; negative: in the
 // past); errors are recorded.
 func (r *ctRun) deadline(c contractConn, d time.Duration) {
@@ -846,6 +863,49 @@ var ctCases = []ctCase{
 			r.writeTo(c4, "reply", &net.UDPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: pdPort})
 			r.peerRecv(pd)
 		}
+	}},
+	{name: "too-long", families: []ctFamily{ctUDP4, ctUDP6, ctDual}, run: func(r *ctRun) {
+		c := r.listen()
+		type dest struct {
+			p  *net.UDPConn
+			to netip.AddrPort
+		}
+		var dests []dest
+		if r.fam == ctDual {
+			// An IPv4 peer, by both its names, and an IPv6 one: the
+			// kernel sends to the first as IPv4, with IPv4's limit.
+			p4, p6 := r.peerOn("udp4", "127.0.0.1:0", "peer4"), r.peerOn("udp6", "[::1]:0", "peer6")
+			port4 := p4.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+			dests = []dest{
+				{p4, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port4)},
+				{p4, netip.AddrPortFrom(netip.MustParseAddr("::ffff:127.0.0.1"), port4)},
+				{p6, p6.LocalAddr().(*net.UDPAddr).AddrPort()},
+			}
+		} else {
+			p := r.peer("peer")
+			dests = []dest{{p, p.LocalAddr().(*net.UDPAddr).AddrPort()}}
+		}
+		for _, d := range dests {
+			largest := maxPayload(!d.to.Addr().Unmap().Is4())
+			for _, size := range []int{largest, largest + 1} {
+				b := make([]byte, size)
+				n, err := c.WriteToUDPAddrPort(b, d.to)
+				r.record("WriteToUDPAddrPort([%d], %s) = %d, %s", size, r.addrPort(d.to), n, r.tooLong(err))
+				n, err = c.WriteTo(b, net.UDPAddrFromAddrPort(d.to))
+				r.record("WriteTo([%d], %s) = %d, %s", size, r.addrPort(d.to), n, r.tooLong(err))
+				if size == largest {
+					r.peerRecvSize(d.p)
+					r.peerRecvSize(d.p)
+				}
+			}
+		}
+		d := r.dial(net.UDPAddrFromAddrPort(dests[0].to))
+		largest := maxPayload(!dests[0].to.Addr().Unmap().Is4())
+		for _, size := range []int{largest, largest + 1} {
+			n, err := d.Write(make([]byte, size))
+			r.record("Write([%d]) = %d, %s", size, n, r.tooLong(err))
+		}
+		r.peerRecvSize(dests[0].p)
 	}},
 	{name: "addresses", run: func(r *ctRun) {
 		peer := r.peer("peer")

@@ -52,7 +52,7 @@ type PacketConn struct {
 	raddr   *net.UDPAddr // DialPacket's peer; nil: not connected
 	network string
 	family  int // AF_INET or AF_INET6
-	max     int // largest payload a datagram carries
+	max     int // largest payload a datagram carries: the family's, or the connected peer's (maxTo)
 	sends   sync.Pool
 	recvs   sync.Pool
 	gro     bool // the kernel may coalesce datagrams (UDP_GRO)
@@ -198,6 +198,9 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 		return nil, err
 	}
 	c.max = maxPayload(c.family == unix.AF_INET6)
+	if c.raddr != nil {
+		c.max = c.maxTo(c.raddr.AddrPort().Addr())
+	}
 	c.sends.New = func() any { return newSendOp() }
 	c.recvs.New = func() any { return newRecvOp() }
 	return c, nil
@@ -410,7 +413,7 @@ func (c *PacketConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error)
 	if c.raddr != nil {
 		return 0, c.writeError(net.UDPAddrFromAddrPort(addr), net.ErrWriteToConnected)
 	}
-	if len(b) > c.max {
+	if len(b) > c.maxTo(addr.Addr()) {
 		return 0, c.writeError(net.UDPAddrFromAddrPort(addr), ErrMessageTooLong)
 	}
 	p, err := c.poller()
@@ -435,7 +438,7 @@ func (c *PacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 		}
 		return 0, c.writeError(addr, net.ErrWriteToConnected)
 	}
-	if len(b) > c.max {
+	if len(b) > c.maxTo(udpAddrIP(addr)) {
 		return 0, c.writeError(addr, ErrMessageTooLong)
 	}
 	p, err := c.poller()
@@ -1012,10 +1015,10 @@ func (c *PacketConn) prepareSends(o *sendOp, ps []Packet, plain int) (msgs, used
 		o.h.PrepareSend(msgs, p.Data, p.Addr, c.family)
 		k := 1
 		if seg := len(p.Data); seg > 0 && gso && used >= plain {
-			total := seg
+			total, limit := seg, c.maxTo(p.Addr.Addr())
 			for k < gsoSegments && used+k < len(ps) {
 				q := &ps[used+k]
-				if q.Addr != p.Addr || len(q.Data) == 0 || len(q.Data) > seg || total+len(q.Data) > c.max || c.checkSend(q) != nil {
+				if !samePeer(q.Addr, p.Addr) || len(q.Data) == 0 || len(q.Data) > seg || total+len(q.Data) > limit || c.checkSend(q) != nil {
 					break
 				}
 				o.h.Append(msgs, k, q.Data)
@@ -1061,7 +1064,7 @@ func (c *PacketConn) gsoRefused(err error) bool {
 // checkSend reports what would make the kernel refuse p, clearly.
 func (c *PacketConn) checkSend(p *Packet) error {
 	switch {
-	case len(p.Data) > c.max:
+	case len(p.Data) > c.maxTo(p.Addr.Addr()):
 		return c.opError("write", p.Addr, ErrMessageTooLong)
 	case c.raddr != nil && p.Addr.IsValid():
 		return c.opError("write", p.Addr, net.ErrWriteToConnected)
@@ -1071,6 +1074,34 @@ func (c *PacketConn) checkSend(p *Packet) error {
 		return c.opError("write", p.Addr, fmt.Errorf("ringpoll: IPv6 destination on an IPv4 socket: %w", syscall.EAFNOSUPPORT))
 	}
 	return nil
+}
+
+// maxTo is the largest payload of a datagram to addr (the zero Addr: the
+// connected peer, or any). The kernel sends to an IPv4 address, mapped
+// or not, as IPv4 even from an IPv6 socket (udpv6_sendmsg hands it to
+// udp_sendmsg), so IPv4's limit holds there, and it would refuse a
+// longer payload with a bare EMSGSIZE.
+func (c *PacketConn) maxTo(addr netip.Addr) int {
+	if addr.Is4() || addr.Is4In6() {
+		return maxPayload(false)
+	}
+	return c.max
+}
+
+// udpAddrIP is the IP of a *net.UDPAddr, or the zero Addr for anything
+// else, which the write then refuses.
+func udpAddrIP(addr net.Addr) netip.Addr {
+	if a, ok := addr.(*net.UDPAddr); ok && a != nil {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip
+	}
+	return netip.Addr{}
+}
+
+// samePeer reports whether a and b are one destination: an IPv4 address
+// and its IPv4-mapped form are.
+func samePeer(a, b netip.AddrPort) bool {
+	return a == b || a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
 }
 
 var errMissingAddress = errors.New("ringpoll: packet without a destination on an unconnected PacketConn: set Packet.Addr")

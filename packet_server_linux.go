@@ -58,7 +58,7 @@ func (w *PacketWriter) Conn() *PacketConn { return w.conn }
 // payload no datagram can carry (ErrMessageTooLong) or, when the queue
 // was full and sending it failed, with that error.
 func (w *PacketWriter) WriteTo(b []byte, addr netip.AddrPort) error {
-	if len(b) > w.conn.max {
+	if len(b) > w.conn.maxTo(addr.Addr()) {
 		return w.conn.opError("write", addr, ErrMessageTooLong)
 	}
 	switch {
