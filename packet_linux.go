@@ -42,10 +42,13 @@ type PacketConn struct {
 	// serves): a socket in an epoll set costs that set's callback for
 	// every datagram queued, and wakes the poller while a PacketServer's
 	// io_uring reader, which never waits there, has the datagram in hand
-	// already.
+	// already. Who may still use it, and who closes it, is in
+	// packet_life_linux.go.
 	fd      int
-	fdMu    sync.RWMutex // fd's users (RLock) against Close (Lock)
-	closed  bool         // guarded by fdMu
+	fdMu    sync.RWMutex  // fd's users for a system call (RLock) against changes to fd (Lock)
+	closed  bool          // guarded by fdMu
+	readers []*ringReader // guarded by fdMu: rings reading fd, which stays open while there are any
+	done    chan struct{} // closed by Close
 	joinMu  sync.Mutex
 	polled  atomic.Pointer[polledConn]
 	laddr   *net.UDPAddr
@@ -170,7 +173,7 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 	if err != nil {
 		return nil, err
 	}
-	c := &PacketConn{fd: -1, network: network}
+	c := &PacketConn{fd: -1, network: network, done: make(chan struct{})}
 	c.laddr, _ = uc.LocalAddr().(*net.UDPAddr)
 	if connected {
 		if c.raddr, _ = uc.RemoteAddr().(*net.UDPAddr); c.raddr == nil {
@@ -204,72 +207,6 @@ func newPacketConn(uc *net.UDPConn, network string, connected bool, cfg *config)
 	c.sends.New = func() any { return newSendOp() }
 	c.recvs.New = func() any { return newRecvOp() }
 	return c, nil
-}
-
-// control runs f on the socket, unless it is closed (net.ErrClosed); the
-// socket stays open while f runs.
-func (c *PacketConn) control(f func(fd int)) error {
-	c.fdMu.RLock()
-	if c.closed {
-		c.fdMu.RUnlock()
-		return net.ErrClosed
-	}
-	if fd := c.fd; fd >= 0 {
-		f(fd)
-		c.fdMu.RUnlock()
-		return nil
-	}
-	c.fdMu.RUnlock()
-	// Joined: the poller's descriptor is the only one left.
-	return c.polled.Load().raw.Control(func(fd uintptr) { f(int(fd)) })
-}
-
-// poller returns the socket in Go's poller, putting it there the first
-// time: everything that waits (reads, deadlines, a write the send buffer
-// holds back) joins. A PacketServer reading through an io_uring ring, and
-// writing batches, never does.
-func (c *PacketConn) poller() (*polledConn, error) {
-	if p := c.polled.Load(); p != nil {
-		return p, nil
-	}
-	c.joinMu.Lock()
-	defer c.joinMu.Unlock()
-	if p := c.polled.Load(); p != nil {
-		return p, nil
-	}
-	var pc net.PacketConn
-	var jerr error
-	err := c.control(func(fd int) {
-		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			jerr = os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
-			return
-		}
-		f := os.NewFile(uintptr(dup), "udp")
-		pc, jerr = net.FilePacketConn(f) // a duplicate of its own
-		f.Close()
-	})
-	if err == nil {
-		err = jerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	uc := pc.(*net.UDPConn)
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		uc.Close()
-		return nil, err
-	}
-	p := &polledConn{uc: uc, raw: raw}
-	c.polled.Store(p)
-	// One descriptor per socket, as a net.UDPConn has: control uses the
-	// poller's from now on.
-	c.fdMu.Lock()
-	unix.Close(c.fd)
-	c.fd = -1
-	c.fdMu.Unlock()
-	return p, nil
 }
 
 // ReadFromAddrPort reads one datagram into b and returns its length and
@@ -493,33 +430,6 @@ func (c *PacketConn) polledError(err error) error {
 		oe.Net = c.network // each call makes its own OpError
 	}
 	return err
-}
-
-// Close closes the socket; blocked reads and writes return net.ErrClosed.
-func (c *PacketConn) Close() error {
-	c.joinMu.Lock()
-	c.fdMu.Lock()
-	if c.closed {
-		c.fdMu.Unlock()
-		c.joinMu.Unlock()
-		return c.opError("close", netip.AddrPort{}, net.ErrClosed)
-	}
-	c.closed = true
-	var err error
-	if c.fd >= 0 {
-		err = unix.Close(c.fd)
-	}
-	c.fdMu.Unlock()
-	c.joinMu.Unlock()
-	if p := c.polled.Load(); p != nil {
-		if perr := p.uc.Close(); err == nil {
-			err = perr
-		}
-	}
-	if err != nil {
-		return c.opError("close", netip.AddrPort{}, err)
-	}
-	return nil
 }
 
 // LocalAddr returns the local address, a *net.UDPAddr.

@@ -1,6 +1,7 @@
 package ringpoll
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -18,13 +19,15 @@ func (e Engine) ringsPackets() bool {
 }
 
 // openRing sets up the PacketRing of c's reader, with buffers slots of
-// size bytes, and registers it to be stopped with the server. The reader
-// parks in Go's poller between datagrams (uringp.NewParkedPacketRing); a
-// reader pinned to a CPU (WithLoopCPUs) instead stays locked to its
-// thread and sleeps in io_uring_enter, as the ring belongs to that
-// thread. A kernel that refuses the ring leaves the reader on ReadBatch
-// (ring nil, logged); open is false if the server closed meanwhile.
-func (s *PacketServer) openRing(c *PacketConn, buffers, size int) (ring *uringp.PacketRing, open bool) {
+// size bytes, on c's socket (attachRing: c's lifetime counts it, and
+// Close stops it), and registers it to be stopped with the server. The
+// reader parks in Go's poller between datagrams
+// (uringp.NewParkedPacketRing); a reader pinned to a CPU (WithLoopCPUs)
+// instead stays locked to its thread and sleeps in io_uring_enter, as the
+// ring belongs to that thread. A kernel that refuses the ring leaves the
+// reader on ReadBatch (ring nil, logged); open is false if the socket or
+// the server closed meanwhile. The reader ends a ring with closeRing.
+func (s *PacketServer) openRing(c *PacketConn, buffers, size int) (rr *ringReader, ring *uringp.PacketRing, open bool) {
 	parked := len(s.cfg.loopCPUs()) == 0
 	if !parked {
 		runtime.LockOSThread()
@@ -33,31 +36,41 @@ func (s *PacketServer) openRing(c *PacketConn, buffers, size int) (ring *uringp.
 	for count < buffers {
 		count *= 2
 	}
-	var err error
-	cerr := c.control(func(fd int) {
-		if parked {
-			ring, err = uringp.NewParkedPacketRing(fd, count, size, c.gro)
-		} else {
-			ring, err = uringp.NewPacketRing(fd, count, size, c.gro)
-		}
-	})
-	if cerr != nil {
-		return nil, false // closed
+	rr, fd, err := c.attachRing()
+	if err != nil {
+		return nil, nil, false // closed
+	}
+	if parked {
+		ring, err = uringp.NewParkedPacketRing(fd, count, size, c.gro)
+	} else {
+		ring, err = uringp.NewPacketRing(fd, count, size, c.gro)
 	}
 	if err != nil {
+		c.detachRing(rr)
 		s.cfg.logger.Warn("ringpoll: reading datagrams with recvmmsg, the io_uring packet ring failed", "local", c.LocalAddr(), "err", err)
-		return nil, true
+		return nil, nil, true
 	}
+	c.setRing(rr, ring)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		ring.Stop()
-		ring.Recv(nil) // tears it down
-		return nil, false
+	closed := s.closed
+	if !closed {
+		s.rings = append(s.rings, ring)
 	}
-	s.rings = append(s.rings, ring)
-	c.ring.Store(ring)
-	return ring, true
+	s.mu.Unlock()
+	if closed {
+		closeRing(c, rr, ring)
+		return nil, nil, false
+	}
+	return rr, ring, true
+}
+
+// closeRing stops and tears down the ring of c's reader rr (once its
+// requests have all ended, none is left in the kernel) and lets go of
+// c's socket.
+func closeRing(c *PacketConn, rr *ringReader, ring *uringp.PacketRing) {
+	ring.Stop()
+	ring.Recv(nil) // tears it down
+	c.detachRing(rr)
 }
 
 // readRing waits for datagrams on ring and makes sb's packets of them,
@@ -114,6 +127,13 @@ func (rs *ringSends) flush(w *PacketWriter) error {
 	err := rs.settle(w.conn)
 	if len(w.out) == 0 {
 		return err
+	}
+	if w.conn.closing() {
+		// The ring still has the socket, until the reader lets go; the
+		// replies fail as WriteBatch's would.
+		clear(w.out)
+		w.out, w.mem = w.out[:0], w.mem[:0]
+		return w.conn.rawError("write", net.ErrClosed)
 	}
 	o := rs.op
 	msgs, used, bad := w.conn.prepareSends(o, w.out, 0)

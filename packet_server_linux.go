@@ -188,7 +188,10 @@ var errNilPacketConn = errors.New("ringpoll: PacketServer.Serve: nil PacketConn"
 
 // Serve reads each PacketConn on a goroutine of its own and hands what
 // arrives to the handler, until Shutdown or Close (which close them), and
-// then returns ErrServerClosed. It takes ownership of the PacketConns.
+// then returns ErrServerClosed; or until every PacketConn it got was
+// closed otherwise (PacketConn.Close stops their readers), and then
+// returns the error that ended the last read, which matches
+// net.ErrClosed. It takes ownership of the PacketConns.
 func (s *PacketServer) Serve(conns ...*PacketConn) error {
 	s.mu.Lock()
 	if s.closed {
@@ -204,14 +207,28 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 		s.mu.Unlock()
 		return errNilPacketConn
 	}
+	ended := make(chan error, len(conns))
 	for i, c := range conns {
 		s.conns[c] = struct{}{}
 		s.readers.Add(1)
-		go s.read(c, i)
+		go func() { ended <- s.read(c, i) }()
 	}
 	s.mu.Unlock()
-	<-s.done
-	return ErrServerClosed
+	var err error
+	for range conns {
+		select {
+		case <-s.done:
+			return ErrServerClosed
+		case err = <-ended:
+		}
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
+	}
+	return err
 }
 
 // serveBatch is one batch's memory and the writer of its replies: a
@@ -259,9 +276,16 @@ func (sb *serveBatch) release() {
 // read is the loop of socket i of those Serve got; with WithLoopCPUs its
 // thread is pinned. On the uring engines it reads through a PacketRing
 // (multishot RECVMSG); where one cannot be set up, and on the others, with
-// recvmmsg(2) through ReadBatch.
-func (s *PacketServer) read(c *PacketConn, i int) {
+// recvmmsg(2) through ReadBatch. It returns the error that ended it, once
+// the socket is closed.
+func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 	defer s.readers.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	closed := c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	if cpus := s.cfg.loopCPUs(); len(cpus) > 0 {
 		if err := pinThread(cpus[i%len(cpus)]); err != nil {
 			s.cfg.logger.Warn("ringpoll: reading unpinned", "local", c.LocalAddr(), "err", err)
@@ -277,10 +301,14 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 		count, size = min(count, 8), MaxPacketSize
 	}
 	var ring *uringp.PacketRing
+	var rr *ringReader
 	if s.engine.ringsPackets() {
 		var open bool
-		if ring, open = s.openRing(c, count*(depth+1), size); !open {
-			return
+		if rr, ring, open = s.openRing(c, count*(depth+1), size); !open {
+			return closed
+		}
+		if ring != nil {
+			defer closeRing(c, rr, ring)
 		}
 	}
 	free := make(chan *serveBatch, depth)
@@ -311,9 +339,12 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 		case sb = <-free:
 		default:
 			awake.Slept() // every batch is out: wait for one back
-			sb = <-free
+			select {
+			case sb = <-free:
+			case <-c.done:
+				return closed
+			}
 		}
-		var err error
 		if ring != nil {
 			sb.in, err = c.readRing(ring, sb)
 			if ring.Slept() {
@@ -328,7 +359,7 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return
+				return err
 			}
 			// An unconnected socket reports little (ICMP errors need
 			// IP_RECVERR); what it does, such as ENOMEM, passes: log, wait
@@ -341,10 +372,18 @@ func (s *PacketServer) read(c *PacketConn, i int) {
 			continue
 		}
 		backoff = 0
-		s.busy.Add(1)
 		if s.pool == nil {
+			if !rr.enter() {
+				// Close stopped the ring while this batch was read:
+				// dropped, as the datagrams after it are.
+				sb.release()
+				return closed
+			}
+			s.busy.Add(1)
 			sb.run()
+			rr.leave()
 		} else {
+			s.busy.Add(1)
 			s.pool.Go(sb.runFn)
 		}
 		awake.Turn()
@@ -381,18 +420,26 @@ func (s *PacketServer) Close() error {
 
 func (s *PacketServer) stop() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return
 	}
 	s.closed = true
+	close(s.done)
+	conns := make([]*PacketConn, 0, len(s.conns))
 	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	rings := s.rings
+	s.mu.Unlock()
+	// Outside the lock: Close waits for the readers' rings to let go,
+	// and a reader takes the lock as it ends.
+	for _, c := range conns {
 		c.Close()
 	}
-	for _, r := range s.rings {
+	for _, r := range rings {
 		r.Stop()
 	}
-	close(s.done)
 }
 
 // ListenPacketGroup opens sockets sharing one UDP address with

@@ -32,7 +32,7 @@ import (
 // is SINGLE_ISSUER. Give and Stop are safe from any goroutine.
 type PacketRing struct {
 	ring  *uring.Ring
-	fd    int // the ring's own duplicate of the socket
+	fd    int // the socket, the caller's until teardown
 	arena *uring.Arena
 	bufs  *uring.BufRing
 	page  []byte // mmap'd: the RECVMSG template and the wake READ's target
@@ -124,10 +124,15 @@ const (
 // ErrStopped is returned by Recv once Stop was called.
 var ErrStopped = net.ErrClosed
 
-// NewPacketRing sets up a ring reading socket fd (which it duplicates:
-// the caller may close fd whenever it likes) into count buffers (a power
-// of two) of payload bytes each, with room for a UDP_GRO control message
-// if gro. The calling goroutine must be locked to its thread.
+// NewPacketRing sets up a ring reading socket fd into count buffers (a
+// power of two) of payload bytes each, with room for a UDP_GRO control
+// message if gro. The calling goroutine must be locked to its thread.
+//
+// The ring arms its requests on fd itself, and arms them again by that
+// number: the caller keeps fd open until the ring is torn down (Recv has
+// returned ErrStopped), so that the number never names another file.
+// The armed RECVMSG holds the socket open in the kernel as a descriptor
+// would, until teardown cancels it.
 func NewPacketRing(fd, count, payload int, gro bool) (*PacketRing, error) {
 	return newPacketRing(fd, count, payload, gro, false)
 }
@@ -149,7 +154,7 @@ func newPacketRing(fd, count, payload int, gro, parked bool) (*PacketRing, error
 	if count <= 0 || count > 1<<15 || count&(count-1) != 0 {
 		return nil, errors.New("uring: packet ring: the buffer count must be a power of two up to 32768")
 	}
-	p := &PacketRing{fd: -1, max: payload}
+	p := &PacketRing{fd: fd, max: payload}
 	if gro {
 		p.ctl = mmsg.ControlSpace
 	}
@@ -167,11 +172,6 @@ func newPacketRing(fd, count, payload int, gro, parked bool) (*PacketRing, error
 			p.teardown()
 			return nil, err
 		}
-	}
-	if p.fd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
-		p.fd = -1
-		p.teardown()
-		return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
 	}
 	if p.ev, err = poll.NewEventFD(); err != nil {
 		p.teardown()
@@ -244,9 +244,13 @@ func (p *PacketRing) enter(wait uint32) {
 // Recv fills dst with datagrams that arrived, waiting until at least one
 // has, and returns how many; or 0 once every send queued has completed
 // and one of them failed, for the caller to see to with WaitSends. Their buffers stay out of the ring until
-// Give. It returns ErrStopped after Stop, and an error the RECVMSG ended
-// with (other than for want of buffers), after which a call arms it again.
+// Give. It returns ErrStopped after Stop, having torn the ring down
+// (again and again, once it is), and an error the RECVMSG ended with
+// (other than for want of buffers), after which a call arms it again.
 func (p *PacketRing) Recv(dst []Datagram) (int, error) {
+	if p.down.Load() {
+		return 0, ErrStopped
+	}
 	for {
 		p.replenish()
 		if p.stopped.Load() {
@@ -600,7 +604,8 @@ func (p *PacketRing) drop(cqes []uring.CQE) {
 	}
 }
 
-// teardown closes what NewPacketRing made. The arena goes back to the
+// teardown closes what NewPacketRing made (not the socket, which is the
+// caller's). The arena goes back to the
 // pool only once every buffer handed out was given back: a reader may
 // still look at its datagrams.
 func (p *PacketRing) teardown() {
@@ -612,9 +617,6 @@ func (p *PacketRing) teardown() {
 	}
 	if p.ring != nil {
 		p.ring.Close() // ends the wake READ
-	}
-	if p.fd >= 0 {
-		unix.Close(p.fd)
 	}
 	if p.ev != nil {
 		p.ev.Close()
