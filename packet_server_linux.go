@@ -281,9 +281,11 @@ func (sb *serveBatch) release() {
 func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 	defer s.readers.Done()
 	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
+		if c.closing() { // by its owner, not the server's to close
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}
 	}()
 	closed := c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	if cpus := s.cfg.loopCPUs(); len(cpus) > 0 {
@@ -317,6 +319,14 @@ func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 		sb := &serveBatch{s: s, ring: ring, w: PacketWriter{conn: c, log: logErr}, free: free}
 		if ring != nil && s.pool == nil {
 			sb.w.rs = &ringSends{ring: ring, op: newSendOp()}
+			defer func() {
+				// An inline handler's last flight of replies left with
+				// the ring's last submissions: a run the kernel refused
+				// to cut goes again, and all are counted.
+				if err := sb.w.rs.settle(c); err != nil {
+					logErr(err)
+				}
+			}()
 		}
 		if ring != nil {
 			sb.ds = make([]uringp.Datagram, count)
@@ -358,7 +368,7 @@ func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 			}
 		}
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || s.stopping() {
 				return err
 			}
 			// An unconnected socket reports little (ICMP errors need
@@ -390,10 +400,16 @@ func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 	}
 }
 
-// Shutdown stops reading (closing the sockets) and waits until every
-// batch being handled is done, or ctx ends. Serve returns ErrServerClosed.
+// Shutdown stops reading the sockets, waits until every batch already
+// read has been handled and the replies its handler queued have gone
+// out, and then closes the sockets. If ctx ends first, it closes them
+// then (handlers still running finish on their own, their replies
+// failing with net.ErrClosed) and returns ctx's error. Serve returns
+// ErrServerClosed as Shutdown starts; datagrams that arrive after that
+// are not read. Calling it again waits again.
 func (s *PacketServer) Shutdown(ctx context.Context) error {
-	s.stop()
+	s.stopReading()
+	poll.Hook(poll.HookPacketShutdownWaits, nil)
 	finished := make(chan struct{})
 	go func() {
 		s.readers.Wait()
@@ -402,23 +418,37 @@ func (s *PacketServer) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-finished:
-		if s.pool != nil {
-			s.pool.Close()
-		}
-		return nil
 	case <-ctx.Done():
+		s.closeConns()
 		return ctx.Err()
 	}
-}
-
-// Close stops reading at once, closing the sockets; handlers running
-// finish on their own, their replies failing with net.ErrClosed.
-func (s *PacketServer) Close() error {
-	s.stop()
+	s.closeConns()
+	if s.pool != nil {
+		s.pool.Close()
+	}
 	return nil
 }
 
-func (s *PacketServer) stop() {
+// Close stops reading at once, closing the sockets; handlers running
+// finish on their own, their replies failing with net.ErrClosed. Serve
+// returns ErrServerClosed.
+func (s *PacketServer) Close() error {
+	s.stopReading()
+	s.closeConns()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// aLongTimeAgo is a read deadline that has passed, as net's own.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// stopReading ends Serve and stops the readers, once, without closing
+// the sockets: a ring reader's ring stops (a batch it read still goes to
+// the handler, whose replies it sends before it tears the ring down), and
+// a reader on ReadBatch is woken by a read deadline that has passed.
+func (s *PacketServer) stopReading() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -426,19 +456,42 @@ func (s *PacketServer) stop() {
 	}
 	s.closed = true
 	close(s.done)
+	rings := s.rings
 	conns := make([]*PacketConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	rings := s.rings
 	s.mu.Unlock()
-	// Outside the lock: Close waits for the readers' rings to let go,
-	// and a reader takes the lock as it ends.
-	for _, c := range conns {
-		c.Close()
-	}
 	for _, r := range rings {
 		r.Stop()
+	}
+	for _, c := range conns {
+		// A reader that is yet to set up a ring sees s.closed and ends.
+		if c.ring.Load() == nil {
+			c.SetReadDeadline(aLongTimeAgo)
+		}
+	}
+}
+
+// stopping reports whether Shutdown or Close was called.
+func (s *PacketServer) stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// closeConns closes the sockets. Outside the lock: Close waits for the
+// readers' rings to let go, and a reader may take the lock as it ends.
+func (s *PacketServer) closeConns() {
+	s.mu.Lock()
+	conns := make([]*PacketConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	clear(s.conns)
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
 	}
 }
 

@@ -48,6 +48,10 @@ const (
 	// HookLoopYielded: a loop that stayed awake too long (Awake) is
 	// about to yield its P; fd is nil.
 	HookLoopYielded
+	// HookPacketShutdownWaits: PacketServer.Shutdown has stopped its
+	// readers and is about to wait for the handlers running, on
+	// Shutdown's goroutine; fd is nil.
+	HookPacketShutdownWaits
 )
 
 // testHook is the hook a test set, or nil.

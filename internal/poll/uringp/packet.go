@@ -451,8 +451,18 @@ func (p *PacketRing) QueueSend(msg *unix.Msghdr, i int) {
 
 // WaitSends submits the queued sends, waits until every send queued has
 // completed, and returns their results, valid until the next call.
-// Datagrams that arrive meanwhile wait for Recv. Reader only.
+// Datagrams that arrive meanwhile wait for Recv. Reader only; after the
+// ring was torn down it returns the results of the sends teardown waited
+// for.
 func (p *PacketRing) WaitSends() []SendResult {
+	p.waitSends()
+	r := p.results
+	p.results, p.failed = p.results[:0], false
+	return r
+}
+
+// waitSends is WaitSends, leaving the results where they are.
+func (p *PacketRing) waitSends() {
 	if p.sending > 0 {
 		// Recv's completions move to the backlog, so that reaping
 		// here does not overwrite them. A Recv that filled its dst left
@@ -486,9 +496,6 @@ func (p *PacketRing) WaitSends() []SendResult {
 			}
 		}
 	}
-	r := p.results
-	p.results, p.failed = p.results[:0], false
-	return r
 }
 
 // parse fills d from the buffer a RECVMSG completion carries.
@@ -568,7 +575,7 @@ func (p *PacketRing) shutdown() {
 	if p.down.Load() {
 		return
 	}
-	p.WaitSends()
+	p.waitSends() // their results stay for WaitSends
 	p.drop(p.backlog)
 	p.drop(p.next)
 	p.backlog, p.next = nil, nil

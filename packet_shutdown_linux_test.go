@@ -1,0 +1,101 @@
+package ringpoll
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
+)
+
+// TestPacketServerShutdownReplies: a reply owed when Shutdown starts
+// reaches its client. A handler holds a request while Shutdown stops the
+// readers (HookPacketShutdownWaits); then it replies; the reply arrives
+// and is counted, Shutdown returns nil having closed the socket, and a
+// datagram sent after reading stopped never reaches the handler.
+func TestPacketServerShutdownReplies(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, mode := range []string{"pooled", "inline"} {
+			t.Run(mode, func(t *testing.T) {
+				psShutdownReplies(t, e, mode == "inline")
+			})
+		}
+	})
+}
+
+func psShutdownReplies(t *testing.T, e Engine, inline bool) {
+	c := pcListen(t, e, "udp4", "127.0.0.1:0")
+	got := make(chan string, 4)
+	release := make(chan struct{})
+	h := PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+		for _, p := range in {
+			got <- string(p.Data)
+			<-release
+			if err := w.WriteTo(append([]byte("reply to "), p.Data...), p.Addr); err != nil {
+				t.Errorf("WriteTo: %v", err)
+			}
+		}
+	})
+	opts := []Option{WithEngine(e)}
+	if inline {
+		opts = append(opts, WithInlineHandler())
+	}
+	s, err := NewPacketServer(h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(c) }()
+	client, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	if m := tsRecv(t, got, "the handler"); m != "request" {
+		t.Fatalf("handler got %q", m)
+	}
+	waiting := make(chan struct{})
+	defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
+		if p == poll.HookPacketShutdownWaits {
+			close(waiting)
+		}
+	})()
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	tsRecv(t, waiting, "Shutdown to stop reading")
+	if _, err := client.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	client.SetReadDeadline(time.Now().Add(tsTimeout))
+	buf := make([]byte, 64)
+	if n, err := client.Read(buf); err != nil || string(buf[:n]) != "reply to request" {
+		t.Errorf("the client read %q, %v; want the reply owed when Shutdown started", buf[:n], err)
+	}
+	if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve: %v, want ErrServerClosed", err)
+	}
+	select {
+	case m := <-got:
+		t.Errorf("the handler got %q after Shutdown stopped reading", m)
+	default:
+	}
+	if st := c.Stats(); st.SentPackets != 1 {
+		t.Errorf("stats %v: want the reply counted", st)
+	}
+	if err := c.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Close after Shutdown returned: %v, want net.ErrClosed (Shutdown closes the sockets)", err)
+	}
+}
