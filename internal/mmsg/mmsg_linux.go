@@ -5,10 +5,7 @@
 package mmsg
 
 import (
-	"net"
 	"net/netip"
-	"strconv"
-	"sync"
 	"syscall"
 	"unsafe"
 
@@ -261,29 +258,4 @@ func encode(sa *unix.RawSockaddrInet6, to netip.AddrPort, family int) (int, erro
 func putPort(dst *uint16, port uint16) {
 	p := (*[2]byte)(unsafe.Pointer(dst))
 	p[0], p[1] = byte(port>>8), byte(port)
-}
-
-// zones caches interface names by index, as link-local addresses repeat.
-var zones sync.Map // uint32 -> string
-
-func zoneName(index uint32) string {
-	if z, ok := zones.Load(index); ok {
-		return z.(string)
-	}
-	name := strconv.FormatUint(uint64(index), 10)
-	if ifi, err := net.InterfaceByIndex(int(index)); err == nil {
-		name = ifi.Name
-	}
-	zones.Store(index, name)
-	return name
-}
-
-func zoneIndex(zone string) uint32 {
-	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
-		return uint32(n)
-	}
-	if ifi, err := net.InterfaceByName(zone); err == nil {
-		return uint32(ifi.Index)
-	}
-	return 0
 }
