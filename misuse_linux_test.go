@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/net/ipv4"
 	"io"
 	"net"
 	"net/netip"
@@ -442,6 +443,11 @@ func muPacketConn(t *testing.T, e Engine, how string) {
 			return err
 		}},
 		{method: "ReadBatch", args: "batch", want: muClosed, call: func(c *PacketConn) error { _, err := c.ReadBatch(batch); return err }},
+		{method: "MessageConn", args: "ReadBatch", want: muClosed, call: func(c *PacketConn) error {
+			_, err := c.MessageConn().ReadBatch([]ipv4.Message{{Buffers: [][]byte{make([]byte, 8)}}}, 0)
+			return err
+		}},
+		{method: "MessageConn", args: "ReadBatch nil", want: muClosed, call: func(c *PacketConn) error { _, err := c.MessageConn().ReadBatch(nil, 0); return err }},
 		{method: "ReadBatch", args: "nil", want: muError, call: func(c *PacketConn) error { _, err := c.ReadBatch(nil); return err }},
 		{method: "SetDeadline", args: "now", want: muClosed, call: func(c *PacketConn) error { return c.SetDeadline(time.Now()) }},
 		{method: "SetDeadline", args: "zero", want: muClosed, call: func(c *PacketConn) error { return c.SetDeadline(time.Time{}) }},

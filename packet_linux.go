@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/net/ipv4"
 	"net"
 	"net/netip"
 	"os"
@@ -77,6 +78,9 @@ type PacketConn struct {
 type polledConn struct {
 	uc  *net.UDPConn
 	raw syscall.RawConn
+
+	batchOnce sync.Once
+	batch     *ipv4.PacketConn // MessageConn's reads
 }
 
 var (

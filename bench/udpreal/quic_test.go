@@ -44,7 +44,7 @@ func TestQUIC(t *testing.T) {
 		defer cancel()
 		pc := listen(t, e)
 		srvTLS, cliTLS := selfSigned(t)
-		tr := &quic.Transport{Conn: pc}
+		tr := &quic.Transport{Conn: pc.MessageConn()}
 		ln, err := tr.Listen(srvTLS, &quic.Config{EnableDatagrams: true})
 		if err != nil {
 			t.Fatal(err)
@@ -92,13 +92,15 @@ func TestQUIC(t *testing.T) {
 		}
 		// quic-go takes its fast path on a PacketConn (an
 		// OOBCapablePacketConn: ReadMsgUDP and WriteMsgUDP): it sends its
-		// bulk as runs the kernel cuts, and reads with recvmmsg(2) on the
-		// descriptor itself (x/net's ipv4.PacketConn), where it sees the
-		// oversized datagrams cut (MSG_TRUNC) without Stats hearing of
-		// them.
+		// bulk as runs the kernel cuts. Given a MessageConn it reads
+		// through its ReadBatch, so its reads and the oversized
+		// datagrams cut (MSG_TRUNC) are counted in Stats.
 		st := pc.Stats()
 		if st.GSOSends == 0 {
 			t.Errorf("quic-go sent no message the kernel cut (Stats: %v): it did not take its fast path", st)
+		}
+		if st.Packets == 0 || st.Truncated == 0 {
+			t.Errorf("Stats %v: quic-go's reads did not go through MessageConn.ReadBatch", st)
 		}
 		t.Logf("%d streams (%d B) and %d datagrams echoed in %v, %d hostile datagrams; server %v",
 			len(quicSizes), sum(quicSizes), quicDatagrams, loaded.Round(time.Millisecond), h.sent.Load(), st)
