@@ -14,12 +14,12 @@
 // pinned to different CPUs; uring-twin is the default server again, the
 // run's yardstick for noise. It prints a table, the default server's
 // requests per CPU-second over each peer's, and writes JSON lines, a
-// markdown report and SVG charts. Then (-turns, turns.go) it loads the
-// default and each peer side by side in alternating half-second turns
-// and reports the default over each with an interval.
+// markdown report and SVG charts. With -full, and with -turns, it then
+// (turns.go) loads the default and each peer side by side in alternating
+// half-second turns and reports the default over each with an interval.
 //
-//	go run ./cmd/ringbench            # the default matrix and the turns, about 8 minutes
-//	go run ./cmd/ringbench -full      # the seeds' whole sweep (much longer)
+//	go run ./cmd/ringbench            # the default matrix, about 4 minutes
+//	go run ./cmd/ringbench -full      # the seeds' whole sweep and the turns (much longer)
 //
 // It builds what it needs from the checkout it runs in: cmd/ringecho and
 // cmd/ringload from the ringpoll module, and from the separate bench module
@@ -168,7 +168,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")
 	warmup := fs.Duration("warmup", 300*time.Millisecond, "load before each measurement")
 	duration := fs.Duration("duration", time.Second, "measurement window of each run")
-	turns := fs.Duration("turns", 12*time.Second, "after the matrix, at each saturated load (echo or rpc, rate max; with -turns-paced, the paced loads too) and connection count, load the default server and each peer (and its twin) in alternating half-second turns for this long, both up at once, and report the default over each with an interval (0: skip)")
+	turns := fs.Duration("turns", 0, "after the matrix, at each saturated load (echo or rpc, rate max; with -turns-paced, the paced loads too) and connection count, load the default server and each peer (and its twin) in alternating half-second turns for this long, both up at once, and report the default over each with an interval (0: skip; -full: 12s)")
 	turnsPaced := fs.Bool("turns-paced", false, "with -turns, the paced loads too (each turn offered the load's rate): CPU per request at a fixed rate, side by side")
 	serverCPUs := fs.String("server-cpus", "", "CPUs for the servers, e.g. 0 or 0-1 (default: the first half of this process's CPUs)")
 	loadCPUs := fs.String("load-cpus", "", "CPUs for the load generator (default: the second half)")
@@ -223,6 +223,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if !set["loads"] {
 			*loadsFlag = fullLoads
+		}
+		if !set["turns"] {
+			*turns = fullTurns
 		}
 	}
 	cfg := config{
