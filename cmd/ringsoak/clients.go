@@ -129,16 +129,25 @@ func (e *clientEnv) messageSizes(rng *rand.Rand) ([]int, int64) {
 }
 
 // lane runs clients of the weighted mix one after another until the run's
-// traffic time is over.
-func (e *clientEnv) lane(rng *rand.Rand) {
+// traffic time is over. Lane i starts with the mix's i-th kind, so that
+// with as many lanes as kinds every kind runs however few clients the
+// machine's pace lets through.
+func (e *clientEnv) lane(i int, rng *rand.Rand) {
 	total := 0
 	for _, m := range laneMix {
 		total += m.weight
 	}
-	for e.ctx.Err() == nil {
+	for first := true; e.ctx.Err() == nil; first = false {
 		pick := rng.IntN(total)
 		var kind clientKind
+		if first && i < len(laneMix) {
+			pick = -1
+			kind = laneMix[i].kind
+		}
 		for _, m := range laneMix {
+			if pick < 0 {
+				break
+			}
 			if pick < m.weight {
 				kind = m.kind
 				break

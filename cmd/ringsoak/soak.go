@@ -121,7 +121,7 @@ func runOne(ctx context.Context, cfg *config, s runSpec, slice time.Duration, pr
 	// same clients with the same streams (timing aside).
 	for i := range cfg.clients {
 		rng := rand.New(rand.NewPCG(seed, 1+uint64(i)))
-		wg.Go(func() { env.lane(rng) })
+		wg.Go(func() { env.lane(i, rng) })
 	}
 	for i := range cfg.slowloris {
 		rng := rand.New(rand.NewPCG(seed, 1<<32+uint64(i)))
