@@ -1,0 +1,103 @@
+package quicbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// serve starts a Server on a std UDP socket and returns its address; the
+// test's cleanup stops it and waits for its goroutines.
+func serve(t *testing.T) net.Addr {
+	t.Helper()
+	uc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf, err := ServerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: uc}
+	ln, err := tr.Listen(tlsConf, ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srv Server
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ln.Close()
+		tr.Close()
+		uc.Close()
+		<-served
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Wait(ctx); err != nil {
+			t.Errorf("the server's goroutines did not end: %v", err)
+		}
+	})
+	return uc.LocalAddr()
+}
+
+// TestAsk: answers of every size come back as the pattern, byte for byte,
+// on streams at once on one connection; an ask above MaxAsk is refused.
+func TestAsk(t *testing.T) {
+	addr := serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, addr.String(), ClientTLS(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	sizes := []int64{0, 1, 64, blockSize - 1, blockSize, blockSize + 1, 4 << 20}
+	errs := make(chan error, len(sizes))
+	for _, n := range sizes {
+		go func() {
+			got, err := Ask(ctx, conn, n, make([]byte, 1500), true)
+			if err == nil && got != n {
+				err = fmt.Errorf("%d bytes back", got)
+			}
+			if err != nil {
+				err = fmt.Errorf("ask of %d B: %w", n, err)
+			}
+			errs <- err
+		}()
+	}
+	for range sizes {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	var se *quic.StreamError
+	if _, err := Ask(ctx, conn, MaxAsk+1, make([]byte, 1500), false); !errors.As(err, &se) || se.ErrorCode != CodeRefused {
+		t.Errorf("an ask above MaxAsk: %v, want a reset with CodeRefused", err)
+	}
+}
+
+// TestMatches: the pattern matches itself at any offset and nothing
+// else.
+func TestMatches(t *testing.T) {
+	b := make([]byte, 3*blockSize)
+	for off := int64(0); off < int64(len(b)); {
+		p := Pattern(off+5, len(b)-int(off))
+		copy(b[off:], p)
+		off += int64(len(p))
+	}
+	if !matches(b, 5) || !matches(b[:0], 0) {
+		t.Error("the pattern does not match itself")
+	}
+	if matches(b, 6) {
+		t.Error("the pattern matches at another offset")
+	}
+	b[2*blockSize] ^= 1
+	if matches(b, 5) {
+		t.Error("a flipped byte matches")
+	}
+}
