@@ -27,6 +27,10 @@ func check(ctx context.Context, what, addr, file string) (string, error) {
 	switch what {
 	case "grpc-unary", "grpc-stream":
 		return checkGRPC(ctx, what == "grpc-stream", addr)
+	case "quic-bulk":
+		return checkQUIC(ctx, addr, quicBulkCheckSize)
+	case "quic-small":
+		return checkQUIC(ctx, addr, quicSmallCheckSize)
 	case "h2c-hello":
 		tr := &http.Transport{Protocols: new(http.Protocols)}
 		tr.Protocols.SetUnencryptedHTTP2(true) // prior knowledge, as h2load

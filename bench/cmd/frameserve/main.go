@@ -1,7 +1,8 @@
 // Command frameserve runs the framework servers that ringbench -frameworks
 // measures with clients the project did not write (wrk, h2load and
-// grpc-go's benchmark client). Each run serves one server kind, in its own
-// process, on one TCP address:
+// grpc-go's benchmark client) and, for QUIC, with bench/cmd/quicload. Each
+// run serves one server kind, in its own process, on one TCP address (a
+// UDP one for quic-*):
 //
 //	frameserve -server KIND -addr 127.0.0.1:8080 [-file PATH] [-h2c]
 //
@@ -23,6 +24,15 @@
 //   - grpc-ringpoll, grpc-std: grpc-go's benchmark service
 //     (google.golang.org/grpc/benchmark.StartServer, protobuf codec) on a
 //     ringpoll.Listen listener or on net.Listen.
+//   - quic-ringpoll, quic-std: quic-go (quic.Transport.Listen, TLS 1.3
+//     with a self-signed certificate made at start, ALPN "ringbench") on
+//     the MessageConn of a ringpoll.ListenPacket socket (the default
+//     engine; quic-go reads through its ReadBatch and writes with
+//     WriteMsgUDP, GSO included) or on a std *net.UDPConn from
+//     net.ListenUDP. Each stream the client opens asks for a number of
+//     bytes (8 bytes big-endian, then the client's FIN); the server answers
+//     with that many bytes of a seeded pattern and closes the stream
+//     (bench/internal/quicbench).
 //
 // Once listening it prints one line to stderr,
 //
@@ -35,9 +45,10 @@
 // server at -addr and checks the answer: hello, json, h2c-hello (GET
 // /hello over HTTP/2 with prior knowledge), file (GET /file, compared with
 // -file byte for byte), grpc-unary or grpc-stream (one call of the
-// benchmark service, the response's payload size checked). It prints what
-// it got and exits 0 if the answer is right, 1 if not. ringbench runs it
-// before every measured run.
+// benchmark service, the response's payload size checked), quic-bulk or
+// quic-small (one stream asking for 4 MiB or 64 B, every byte checked
+// against the pattern). It prints what it got and exits 0 if the answer is
+// right, 1 if not. ringbench runs it before every measured run.
 package main
 
 import (
@@ -64,10 +75,11 @@ var kinds = []string{
 	"hertz-ringpoll", "hertz-netpoll", "hertz-std",
 	"http-ringpoll", "http-ringpoll-epoll", "http-std",
 	"grpc-ringpoll", "grpc-std",
+	"quic-ringpoll", "quic-std",
 }
 
 // checks are the values -check takes.
-var checks = []string{"hello", "json", "h2c-hello", "file", "grpc-unary", "grpc-stream"}
+var checks = []string{"hello", "json", "h2c-hello", "file", "grpc-unary", "grpc-stream", "quic-bulk", "quic-small"}
 
 // config is a parsed and validated command line.
 type config struct {
@@ -143,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("frameserve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.kind, "server", "", "server kind: "+fmt.Sprint(kinds))
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "TCP `host:port` to listen on (port 0 picks one), or with -check to ask")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "TCP (UDP for quic-*) `host:port` to listen on (port 0 picks one), or with -check to ask")
 	fs.StringVar(&cfg.file, "file", "", "http-* servers: serve this file at /file; -check file: the file to compare with")
 	fs.BoolVar(&cfg.h2c, "h2c", false, "http-* servers: also speak HTTP/2 without TLS (golang.org/x/net/http2/h2c)")
 	fs.StringVar(&cfg.check, "check", "", "make one request to -addr and check the answer: "+fmt.Sprint(checks))
@@ -202,6 +214,8 @@ func start(cfg config) (*running, error) {
 		return startHertz(cfg)
 	case "grpc-ringpoll", "grpc-std":
 		return startGRPC(cfg)
+	case "quic-ringpoll", "quic-std":
+		return startQUIC(cfg)
 	default:
 		return startHTTP(cfg)
 	}

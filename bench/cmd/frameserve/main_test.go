@@ -14,9 +14,10 @@ import (
 
 // TestServers starts every server kind in turn, on a free port, and
 // checks one answer of each thing it serves, with the same checks
-// ringbench runs before a measured run (net/http's client, and for gRPC a
-// unary and a streaming call). ringpoll kinds are skipped where ringpoll's
-// engines cannot run.
+// ringbench runs before a measured run (net/http's client, for gRPC a
+// unary and a streaming call, for QUIC a 4 MiB and a 64 B stream, every
+// byte checked). ringpoll kinds are skipped where ringpoll's engines
+// cannot run.
 func TestServers(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "f.bin")
 	if err := os.WriteFile(file, bytes.Repeat([]byte("ringpoll"), 100000), 0o644); err != nil {
@@ -35,6 +36,8 @@ func TestServers(t *testing.T) {
 		{"http-std", true, []string{"hello", "json", "h2c-hello", "file"}},
 		{"grpc-ringpoll", false, []string{"grpc-unary", "grpc-stream"}},
 		{"grpc-std", false, []string{"grpc-unary", "grpc-stream"}},
+		{"quic-ringpoll", false, []string{"quic-bulk", "quic-small"}},
+		{"quic-std", false, []string{"quic-bulk", "quic-small"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			cfg := config{kind: tc.kind, addr: "127.0.0.1:0", h2c: tc.h2c}
