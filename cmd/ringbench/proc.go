@@ -139,6 +139,13 @@ type process struct {
 // startServer starts a server command pinned to cpus, logging to logPath,
 // and waits until it accepts TCP connections on addr (at most 15 s).
 func startServer(ctx context.Context, argv []string, addr string, cpus cpuSet, logPath string) (*process, error) {
+	return startServerOn(ctx, "tcp", argv, addr, cpus, logPath)
+}
+
+// startServerOn is startServer for a server on network "tcp" or "udp"; a
+// UDP server is ready once it holds a socket bound to addr's port (UDP
+// has no connection to try).
+func startServerOn(ctx context.Context, network string, argv []string, addr string, cpus cpuSet, logPath string) (*process, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -154,8 +161,11 @@ func startServer(ctx context.Context, argv []string, addr string, cpus cpuSet, l
 	go func() { p.done <- cmd.Wait() }()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
+		if network == "udp" {
+			if bindsUDP(cmd.Process.Pid, addr) {
+				return p, nil
+			}
+		} else if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
 			// The port was free when freePort looked; another program
 			// (a test beside this one) may have bound it since, and then
@@ -190,6 +200,18 @@ var errExitedEarly = errors.New("the server exited before it listened")
 // addr's port (any local address, IPv4 or IPv6), by the socket inodes of
 // /proc/net/tcp{,6} and the process's descriptors.
 func listensOn(pid int, addr string) bool {
+	return holdsSocket(pid, addr, "0A", "/proc/net/tcp", "/proc/net/tcp6") // TCP_LISTEN
+}
+
+// bindsUDP reports whether process pid holds an unconnected UDP socket
+// bound to addr's port, by /proc/net/udp{,6} as listensOn does.
+func bindsUDP(pid int, addr string) bool {
+	return holdsSocket(pid, addr, "07", "/proc/net/udp", "/proc/net/udp6") // TCP_CLOSE: not connected
+}
+
+// holdsSocket reports whether process pid holds a socket in state (the
+// st column, hex) on addr's port listed in one of the tables.
+func holdsSocket(pid int, addr, state string, tables ...string) bool {
 	_, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -199,7 +221,7 @@ func listensOn(pid int, addr string) bool {
 		return false
 	}
 	want := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	for _, table := range tables {
 		b, err := os.ReadFile(table)
 		if err != nil {
 			continue
@@ -207,7 +229,7 @@ func listensOn(pid int, addr string) bool {
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			// sl local_address rem_address st ... uid timeout inode
 			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "0A" {
+			if len(f) < 10 || f[3] != state {
 				continue
 			}
 			_, hexPort, ok := strings.Cut(f[1], ":")

@@ -72,3 +72,22 @@ func TestListensOn(t *testing.T) {
 		t.Fatalf("listensOn still sees %s after the listener closed", addr)
 	}
 }
+
+// TestBindsUDP: as TestListensOn, for a bound UDP socket.
+func TestBindsUDP(t *testing.T) {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := c.LocalAddr().String()
+	if !bindsUDP(os.Getpid(), addr) {
+		t.Fatalf("this process is bound to %s, and bindsUDP says it is not", addr)
+	}
+	if bindsUDP(1, addr) || listensOn(os.Getpid(), addr) {
+		t.Fatalf("bindsUDP says PID 1 is bound to %s, or listensOn takes it for TCP", addr)
+	}
+	c.Close()
+	if bindsUDP(os.Getpid(), addr) {
+		t.Fatalf("bindsUDP still sees %s after the socket closed", addr)
+	}
+}
