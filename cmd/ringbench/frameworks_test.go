@@ -235,8 +235,9 @@ func TestParseThreadCPU(t *testing.T) {
 	}
 }
 
-// TestFwResult: per-request and per-CPU-second figures from a client's
-// result and the server's CPU; figures the client lacks stay -1.
+// TestFwResult: per-request, per-MiB and per-CPU-second figures from a
+// client's result, the server's CPU and the client's; figures the client
+// lacks stay -1.
 func TestFwResult(t *testing.T) {
 	r := fwResult(clientResult{Requests: 1000, Seconds: 2, ReqPerS: 500, Bytes: 4000, P50us: 10, P99us: 20, P999us: -1},
 		0.5, 2.5, 300)
@@ -248,9 +249,24 @@ func TestFwResult(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got, want)
 		}
 	}
-	r = fwResult(clientResult{Requests: 1000, Seconds: 2, Bytes: -1}, 0, 2, 0)
-	if r["bytes_per_s"].(float64) != -1 || r["req_per_server_cpu_s"].(float64) != -1 {
-		t.Errorf("without bytes and CPU: %v", r)
+	r = fwResult(clientResult{Requests: 1000, Seconds: 2, Bytes: -1, ClientCPUs: -1}, 0, 2, 0)
+	for _, k := range []string{"bytes_per_s", "req_per_server_cpu_s", "server_cpu_ms_per_mib", "client_cpu_us_per_req",
+		"both_cpu_us_per_req", "req_per_both_cpu_s"} {
+		if r[k].(float64) != -1 {
+			t.Errorf("without bytes and CPU: %s = %v, want -1", k, r[k])
+		}
+	}
+	// The client's CPU, and both processes' per request and per MiB: 8
+	// MiB over 0.5 s of the server's CPU and 0.3 s of the client's.
+	r = fwResult(clientResult{Requests: 2, Seconds: 1, Bytes: 8 << 20, ClientCPUs: 0.3}, 0.5, 1, 0)
+	for k, want := range map[string]float64{
+		"client_cpu_s": 0.3, "client_cpu_us_per_req": 150000, "both_cpu_us_per_req": 400000, "req_per_both_cpu_s": 2.5,
+		"server_cpu_ms_per_mib": 62.5, "client_cpu_ms_per_mib": 37.5, "both_cpu_ms_per_mib": 100,
+		"bytes_per_both_cpu_s": 10 << 20,
+	} {
+		if got := r[k].(float64); !near(got, want) {
+			t.Errorf("%s = %v, want %v", k, got, want)
+		}
 	}
 }
 

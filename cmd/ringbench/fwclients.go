@@ -34,6 +34,9 @@ type clientResult struct {
 	// exits at the first); ErrorText says what they were.
 	Errors    int64
 	ErrorText string
+	// ClientCPUs is the client process's CPU-seconds over its whole run,
+	// user and system (fwRunner.commandCPU); -1 if unknown.
+	ClientCPUs float64
 }
 
 // wholeSeconds rounds d up to whole seconds, at least one: what the
@@ -88,7 +91,7 @@ var (
 
 // parseWrk reads wrk's report (run with --latency and wrkLua).
 func parseWrk(out string) (clientResult, error) {
-	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1}
+	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1, ClientCPUs: -1}
 	m := wrkSummary.FindStringSubmatch(out)
 	if m == nil {
 		return r, fmt.Errorf("wrk: no \"N requests in T, B read\" line in its output: %s", tail0(out))
@@ -168,7 +171,7 @@ var (
 // ones (not 2xx or 3xx, or errored) and timeouts are errors. h2load
 // prints no percentiles: they come from its log (parseH2loadLog).
 func parseH2load(out string) (clientResult, error) {
-	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1}
+	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1, ClientCPUs: -1}
 	f := h2Finished.FindStringSubmatch(out)
 	q := h2Requests.FindStringSubmatch(out)
 	if f == nil || q == nil {
@@ -237,7 +240,7 @@ var (
 // window, and p50/p90/p99 as Go durations. It has no p99.9. The client
 // exits at the first failed call, so a report means none failed.
 func parseGRPC(out string, seconds int) (clientResult, error) {
-	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1, Seconds: float64(seconds)}
+	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1, ClientCPUs: -1, Seconds: float64(seconds)}
 	q := grpcQPS.FindStringSubmatch(out)
 	l := grpcLatency.FindStringSubmatch(out)
 	if q == nil || l == nil {

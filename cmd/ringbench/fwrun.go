@@ -407,6 +407,18 @@ func fwResult(res clientResult, cpuS, wall, ctxsw float64) map[string]any {
 	if res.Bytes >= 0 {
 		bytesPerS = per(res.Bytes, res.Seconds)
 	}
+	// The client's CPU spans its whole run, as the server's does; both
+	// processes' together is what the load cost the machine in user
+	// threads (on loopback the kernel's work for either side is charged
+	// to whichever thread ran it).
+	both := -1.0
+	if cpuS >= 0 && res.ClientCPUs >= 0 {
+		both = cpuS + res.ClientCPUs
+	}
+	mib := -1.0
+	if res.Bytes >= 0 {
+		mib = res.Bytes / (1 << 20)
+	}
 	return map[string]any{
 		"req_per_s": res.ReqPerS, "p50_us": res.P50us, "p99_us": res.P99us, "p999_us": res.P999us, "p9999_us": -1,
 		"requests": res.Requests, "window_s": res.Seconds, "bytes": res.Bytes, "bytes_per_s": bytesPerS,
@@ -414,6 +426,14 @@ func fwResult(res clientResult, cpuS, wall, ctxsw float64) map[string]any {
 		"server_cpu_us_per_req":  per(cpuS*1e6, res.Requests),
 		"req_per_server_cpu_s":   per(res.Requests, cpuS),
 		"bytes_per_server_cpu_s": per(res.Bytes, cpuS),
+		"server_cpu_ms_per_mib":  per(cpuS*1e3, mib),
+		"client_cpu_s":           res.ClientCPUs,
+		"client_cpu_us_per_req":  per(res.ClientCPUs*1e6, res.Requests),
+		"client_cpu_ms_per_mib":  per(res.ClientCPUs*1e3, mib),
+		"both_cpu_us_per_req":    per(both*1e6, res.Requests),
+		"both_cpu_ms_per_mib":    per(both*1e3, mib),
+		"req_per_both_cpu_s":     per(res.Requests, both),
+		"bytes_per_both_cpu_s":   per(res.Bytes, both),
 		"ctx_switches_per_req":   per(ctxsw, res.Requests),
 		"syscalls_per_req":       -1, "loop_syscalls_per_req": -1,
 		// io_errors feeds summarize's error count.
@@ -450,11 +470,19 @@ func (r *fwRunner) client(ctx context.Context, sc fwScenario, addr string, conns
 		defer os.Remove("/tmp/" + aux + ".mem")
 	}
 	argv := r.fc.clientArgv(r.tools, sc, addr, conns, seconds, aux)
-	out, err := r.command(ctx, time.Duration(seconds)*time.Second+time.Minute, r.fc.loadCPUs, argv...)
+	out, cpuS, err := r.commandCPU(ctx, time.Duration(seconds)*time.Second+time.Minute, r.fc.loadCPUs, argv...)
 	if err != nil {
 		return clientResult{}, fmt.Errorf("%s: %v: %s", filepath.Base(argv[0]), err, tail0(out))
 	}
-	switch sc.client {
+	res, err := parseClient(sc.client, out, seconds, aux)
+	res.ClientCPUs = cpuS
+	return res, err
+}
+
+// parseClient reads the report of a client run for seconds; aux is the
+// client's extra file (h2load's log).
+func parseClient(client, out string, seconds int, aux string) (clientResult, error) {
+	switch client {
 	case "h2load":
 		res, err := parseH2load(out)
 		if err != nil {
@@ -476,6 +504,15 @@ func (r *fwRunner) client(ctx context.Context, sc fwScenario, addr string, conns
 // command runs argv pinned to cpus (none: unpinned), bounded by limit,
 // and returns its output, stdout then stderr.
 func (r *fwRunner) command(ctx context.Context, limit time.Duration, cpus cpuSet, argv ...string) (string, error) {
+	out, _, err := r.commandCPU(ctx, limit, cpus, argv...)
+	return out, err
+}
+
+// commandCPU is command, and also returns the CPU-seconds the command
+// used, user and system, over all its threads (its rusage, which wait4(2)
+// reports; the kernel sums it from each thread's exact run time), or -1 if
+// it did not run.
+func (r *fwRunner) commandCPU(ctx context.Context, limit time.Duration, cpus cpuSet, argv ...string) (string, float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -486,5 +523,9 @@ func (r *fwRunner) command(ctx context.Context, limit time.Duration, cpus cpuSet
 	if err == nil {
 		err = cmd.Wait()
 	}
-	return stdout.String() + stderr.String(), err
+	cpuS := -1.0
+	if st := cmd.ProcessState; st != nil {
+		cpuS = (st.UserTime() + st.SystemTime()).Seconds()
+	}
+	return stdout.String() + stderr.String(), cpuS, err
 }
