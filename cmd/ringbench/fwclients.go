@@ -15,11 +15,13 @@ import (
 	"time"
 )
 
-// The clients of the -frameworks family, none of them ours: wrk (HTTP/1.1
-// keep-alive), h2load (HTTP/2 without TLS, prior knowledge) and grpc-go's
-// benchmark client (google.golang.org/grpc/benchmark/client). Each takes
-// its duration in whole seconds; each prints a text report that the
-// parsers below read.
+// The clients of the -frameworks family, none of them ours but the last:
+// wrk (HTTP/1.1 keep-alive), h2load (HTTP/2 without TLS, prior
+// knowledge), grpc-go's benchmark client
+// (google.golang.org/grpc/benchmark/client) and, as there is no standard
+// QUIC load tool to install, the bench module's quicload (quic-go on std
+// UDP sockets). Each takes its duration in whole seconds; each prints a
+// text report that the parsers below read.
 
 // clientResult is what a client reported about one measured run.
 type clientResult struct {
@@ -254,6 +256,51 @@ func parseGRPC(out string, seconds int) (clientResult, error) {
 			return r, fmt.Errorf("gRPC client: latency %q: %v", l[1+2*i], err)
 		}
 		*dst = float64(d) / 1e3
+	}
+	return r, nil
+}
+
+// quicloadArgv is quicload's command line: the server's UDP address,
+// connections, streams at a time on each, the bytes each stream asks
+// for, whole seconds.
+func quicloadArgv(bin, addr string, conns, streams, size, seconds int) []string {
+	return []string{bin, "-addr", addr, "-conns", strconv.Itoa(conns), "-streams", strconv.Itoa(streams),
+		"-size", strconv.Itoa(size), "-duration", strconv.Itoa(seconds) + "s"}
+}
+
+var quicloadLine = regexp.MustCompile(`(?m)^(requests|seconds|bytes|req_per_s|p50_us|p99_us|p999_us|errors|first_error): (.*)$`)
+
+// parseQuicload reads quicload's report, "key: value" lines: requests
+// answered in full, seconds, bytes, req_per_s, p50_us, p99_us, p999_us
+// (-1 without any), errors and, with errors, first_error.
+func parseQuicload(out string) (clientResult, error) {
+	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1, ClientCPUs: -1}
+	kv := map[string]string{}
+	for _, m := range quicloadLine.FindAllStringSubmatch(out, -1) {
+		kv[m[1]] = strings.TrimSpace(m[2])
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"requests", &r.Requests}, {"seconds", &r.Seconds}, {"bytes", &r.Bytes}, {"req_per_s", &r.ReqPerS},
+		{"p50_us", &r.P50us}, {"p99_us", &r.P99us}, {"p999_us", &r.P999us}} {
+		v, ok := kv[f.key]
+		if !ok {
+			return r, fmt.Errorf("quicload: no %q line in its output: %s", f.key, tail0(out))
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return r, fmt.Errorf("quicload: %s: %v", f.key, err)
+		}
+		*f.dst = x
+	}
+	n, err := strconv.ParseInt(kv["errors"], 10, 64)
+	if err != nil {
+		return r, fmt.Errorf("quicload: errors %q: %v", kv["errors"], err)
+	}
+	r.Errors, r.ErrorText = n, kv["first_error"]
+	if n > 0 {
+		r.ErrorText = "first: " + r.ErrorText
 	}
 	return r, nil
 }

@@ -155,6 +155,37 @@ func TestParseGRPC(t *testing.T) {
 	}
 }
 
+// TestParseQuicload reads quicload's reports: 64 B streams, 4 MiB ones,
+// and a run whose server died under it (its streams then failed at the
+// end of the grace). A run that printed no report fails.
+func TestParseQuicload(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want clientResult
+	}{
+		{"quicload-small.txt", clientResult{Requests: 3880, Seconds: 1.098517, ReqPerS: 3532.0, Bytes: 248320,
+			P50us: 247153, P99us: 615278, P999us: 746135}},
+		{"quicload-bulk.txt", clientResult{Requests: 20, Seconds: 1.081980, ReqPerS: 18.5, Bytes: 83886080,
+			P50us: 106610, P99us: 134792, P999us: 134792}},
+		{"quicload-errors.txt", clientResult{Requests: 7408, Seconds: 12.001494, ReqPerS: 617.3, Bytes: 474112,
+			P50us: 932, P99us: 4819, P999us: 9401, Errors: 8,
+			ErrorText: "first: reading the answer after 0 of 64 bytes: Application error 0x1 (local): quicload: streams still busy after the run"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			got, err := parseQuicload(readSample(t, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResult(t, got, tc.want)
+		})
+	}
+	for _, bad := range []string{"quicload: -conns 0: want 1 to 10000\n", "requests: 1\nseconds: x\n"} {
+		if _, err := parseQuicload(bad); err == nil {
+			t.Errorf("parseQuicload(%q) succeeded", bad)
+		}
+	}
+}
+
 // TestClientArgv: the clients' command lines, threads never above
 // connections, durations in whole seconds.
 func TestClientArgv(t *testing.T) {
@@ -169,6 +200,8 @@ func TestClientArgv(t *testing.T) {
 			[]string{"h2load", "-t", "1", "-c", "100", "-m", "10", "-D", "5", "--log-file", "/log", "http://A/hello"}},
 		{grpcArgv("g", "7000", 10, 10, 1, 3, "unary", "n"),
 			[]string{"g", "-port", "7000", "-c", "10", "-r", "10", "-w", "0", "-d", "3", "-req", "1", "-resp", "1", "-rpc_type", "unary", "-test_name", "n"}},
+		{quicloadArgv("q", "127.0.0.1:9", 100, 10, 64, 3),
+			[]string{"q", "-addr", "127.0.0.1:9", "-conns", "100", "-streams", "10", "-size", "64", "-duration", "3s"}},
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("got  %q\nwant %q", tc.got, tc.want)
