@@ -15,16 +15,17 @@ import (
 
 // The -frameworks family: frameworks and protocol stacks on ringpoll
 // against the same on their usual network layer, loaded by clients the
-// project did not write. The servers are bench/cmd/frameserve (the bench
-// module, so the library's go.mod stays free of Hertz and gRPC), one
-// process per scenario and repeat, pinned to the server CPUs; the client
-// is pinned to the load CPUs.
+// project did not write (but for QUIC, which has no standard load tool:
+// the bench module's quicload). The servers are bench/cmd/frameserve (the
+// bench module, so the library's go.mod stays free of Hertz, gRPC and
+// quic-go), one process per scenario and repeat, pinned to the server
+// CPUs; the client is pinned to the load CPUs.
 
 // fwScenario is one scenario of the family.
 type fwScenario struct {
 	name   string
 	about  string // for the report's heading
-	client string // "wrk", "h2load" or "grpc"
+	client string // "wrk", "h2load", "grpc" or "quicload"
 	path   string // the URL path the HTTP clients ask for
 	check  string // frameserve -check, before every measured run
 	mode   string // benchfmt.Cell.Mode: http1, h2c, unary, streaming
@@ -35,12 +36,20 @@ type fwScenario struct {
 	ref     string
 	h2c     bool // the servers get -h2c
 	file    bool // the servers get -file
+	// bytes: the servers are compared in bytes per CPU-second, not
+	// requests (a download under way at the end counts in its bytes
+	// only), and the tables add MiB columns.
+	bytes bool
+	udp   bool // the servers listen on UDP
+	// both: the tables add the client's CPU and both processes'.
+	both bool
 }
 
 var (
 	hertzServers = []string{"hertz-ringpoll", "hertz-netpoll", "hertz-std"}
 	httpServers  = []string{"http-ringpoll", "http-ringpoll-epoll", "http-std"}
 	grpcServers  = []string{"grpc-ringpoll", "grpc-std"}
+	quicServers  = []string{"quic-ringpoll", "quic-std"}
 )
 
 // fwScenarios are the family's scenarios, in report order.
@@ -54,14 +63,18 @@ var fwScenarios = []fwScenario{
 	{name: "h2c-hello", about: "net/http with h2c, GET /hello (13 B), HTTP/2 without TLS (prior knowledge), h2load", client: "h2load",
 		path: "/hello", check: "h2c-hello", mode: "h2c", size: 13, servers: httpServers, ref: "http-std", h2c: true},
 	{name: "file", about: "net/http, http.ServeFile download, HTTP/1.1 keep-alive, wrk", client: "wrk", path: "/file", check: "file",
-		mode: "http1", servers: []string{"http-ringpoll", "http-std"}, ref: "http-std", file: true},
+		mode: "http1", servers: []string{"http-ringpoll", "http-std"}, ref: "http-std", file: true, bytes: true},
 	{name: "grpc-unary", about: "grpc-go benchmark service, unary calls, grpc-go's benchmark client", client: "grpc", check: "grpc-unary",
 		mode: "unary", servers: grpcServers, ref: "grpc-std"},
 	{name: "grpc-stream", about: "grpc-go benchmark service, ping-pong on streams, grpc-go's benchmark client", client: "grpc",
 		check: "grpc-stream", mode: "streaming", servers: grpcServers, ref: "grpc-std"},
+	{name: "quic-bulk", about: "quic-go, large answers, quicload", client: "quicload", check: "quic-bulk", mode: "quic",
+		servers: quicServers, ref: "quic-std", bytes: true, udp: true, both: true},
+	{name: "quic-small", about: "quic-go, 64 B answers on many streams, quicload", client: "quicload", check: "quic-small", mode: "quic",
+		size: 64, servers: quicServers, ref: "quic-std", udp: true, both: true},
 }
 
-const defaultFwScenarios = "hertz-hello,hertz-json,http-hello,h2c-hello,file,grpc-unary,grpc-stream"
+const defaultFwScenarios = "hertz-hello,hertz-json,http-hello,h2c-hello,file,grpc-unary,grpc-stream,quic-bulk,quic-small"
 
 func lookupFwScenario(name string) (fwScenario, bool) {
 	i := slices.IndexFunc(fwScenarios, func(s fwScenario) bool { return s.name == name })
@@ -73,22 +86,26 @@ func lookupFwScenario(name string) (fwScenario, bool) {
 
 // fwConfig is one run of the family.
 type fwConfig struct {
-	scenarios  []fwScenario
-	conns      []int // wrk connections, hello and JSON
-	h2Conns    []int
-	h2Streams  int
-	fileConns  []int
-	fileSize   int64
-	grpcConns  []int
-	grpcRPCs   int // concurrent calls per connection
-	grpcSize   int // request and response payload bytes
-	threads    int // client threads (wrk, h2load)
-	repeats    int
-	warmup     time.Duration
-	duration   time.Duration
-	serverCPUs cpuSet
-	loadCPUs   cpuSet
-	charts     bool
+	scenarios     []fwScenario
+	conns         []int // wrk connections, hello and JSON
+	h2Conns       []int
+	h2Streams     int
+	fileConns     []int
+	fileSize      int64
+	grpcConns     []int
+	grpcRPCs      int // concurrent calls per connection
+	grpcSize      int // request and response payload bytes
+	quicConns     []int
+	quicStreams   int   // quic-small's streams at a time per connection
+	quicBulkConns []int // quic-bulk's, one stream at a time each
+	quicBulkSize  int   // the bytes each quic-bulk stream asks for
+	threads       int   // client threads (wrk, h2load)
+	repeats       int
+	warmup        time.Duration
+	duration      time.Duration
+	serverCPUs    cpuSet
+	loadCPUs      cpuSet
+	charts        bool
 
 	src, out, commandLine string
 	stdout, stderr        io.Writer
@@ -96,8 +113,8 @@ type fwConfig struct {
 
 // fwFlagSet holds the family's flags as the flag package fills them.
 type fwFlagSet struct {
-	scenarios, conns, h2Conns, fileConns, grpcConns *string
-	h2Streams, fileMiB, grpcRPCs, grpcSize, threads *int
+	scenarios, conns, h2Conns, fileConns, grpcConns, quicConns, bulkConns *string
+	h2Streams, fileMiB, grpcRPCs, grpcSize, threads, quicStreams, bulkMiB *int
 }
 
 // addFwFlags defines the family's flags on fs.
@@ -113,6 +130,11 @@ func addFwFlags(fs *flag.FlagSet) fwFlagSet {
 		grpcRPCs:  fs.Int("fw-grpc-rpcs", 10, "with -frameworks: concurrent gRPC calls on each connection"),
 		grpcSize:  fs.Int("fw-grpc-size", 1, "with -frameworks: gRPC request and response payload bytes (the client's default: 1)"),
 		threads:   fs.Int("fw-threads", 0, "with -frameworks: wrk and h2load threads (0: one per load CPU)"),
+		quicConns: fs.String("fw-quic-conns", "100", "with -frameworks: quicload's connections for quic-small"),
+		quicStreams: fs.Int("fw-quic-streams", 10,
+			"with -frameworks: quicload's streams at a time on each connection for quic-small (each asks for 64 B)"),
+		bulkConns: fs.String("fw-quic-bulk-conns", "2", "with -frameworks: quicload's connections for quic-bulk, one stream at a time each"),
+		bulkMiB:   fs.Int("fw-quic-bulk-mib", 4, "with -frameworks: the MiB each quic-bulk stream asks for"),
 	}
 }
 
@@ -120,7 +142,8 @@ func addFwFlags(fs *flag.FlagSet) fwFlagSet {
 // and the shared ones in cfg.
 func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, error) {
 	fc := fwConfig{h2Streams: *f.h2Streams, fileSize: int64(*f.fileMiB) << 20, grpcRPCs: *f.grpcRPCs,
-		grpcSize: *f.grpcSize, threads: *f.threads, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
+		grpcSize: *f.grpcSize, quicStreams: *f.quicStreams, quicBulkSize: *f.bulkMiB << 20, threads: *f.threads,
+		repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 		serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, charts: cfg.charts, src: cfg.src, out: cfg.out,
 		commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
 	for _, name := range splitList(*f.scenarios) {
@@ -136,6 +159,8 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 			sc.size = int(fc.fileSize)
 		case sc.client == "grpc":
 			sc.size = fc.grpcSize
+		case sc.client == "quicload" && sc.bytes:
+			sc.size = fc.quicBulkSize
 		}
 		fc.scenarios = append(fc.scenarios, sc)
 	}
@@ -148,7 +173,8 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 		s    *string
 		dst  *[]int
 	}{{"-fw-conns", f.conns, &fc.conns}, {"-fw-h2-conns", f.h2Conns, &fc.h2Conns},
-		{"-fw-file-conns", f.fileConns, &fc.fileConns}, {"-fw-grpc-conns", f.grpcConns, &fc.grpcConns}} {
+		{"-fw-file-conns", f.fileConns, &fc.fileConns}, {"-fw-grpc-conns", f.grpcConns, &fc.grpcConns},
+		{"-fw-quic-conns", f.quicConns, &fc.quicConns}, {"-fw-quic-bulk-conns", f.bulkConns, &fc.quicBulkConns}} {
 		if *l.dst, err = parseConns(*l.s); err != nil {
 			return fc, fmt.Errorf("%s: %w", l.name, err)
 		}
@@ -162,6 +188,10 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 		return fc, fmt.Errorf("-fw-grpc-rpcs %d: want 1 to 10000", fc.grpcRPCs)
 	case fc.grpcSize < 0 || fc.grpcSize > 4<<20:
 		return fc, fmt.Errorf("-fw-grpc-size %d: want 0 to 4194304 bytes (gRPC's default message limit)", fc.grpcSize)
+	case fc.quicStreams < 1 || fc.quicStreams > 1000:
+		return fc, fmt.Errorf("-fw-quic-streams %d: want 1 to 1000 (what frameserve's QUIC servers allow)", fc.quicStreams)
+	case *f.bulkMiB < 1 || *f.bulkMiB > 1024:
+		return fc, fmt.Errorf("-fw-quic-bulk-mib %d: want 1 to 1024", *f.bulkMiB)
 	case fc.threads < 0 || fc.threads > 256:
 		return fc, fmt.Errorf("-fw-threads %d: want 0 (one per load CPU) to 256", fc.threads)
 	}
@@ -180,18 +210,25 @@ func (fc *fwConfig) connsOf(sc fwScenario) []int {
 		return fc.h2Conns
 	case sc.client == "grpc":
 		return fc.grpcConns
+	case sc.client == "quicload" && sc.bytes:
+		return fc.quicBulkConns
+	case sc.client == "quicload":
+		return fc.quicConns
 	}
 	return fc.conns
 }
 
 // depthOf is what a scenario runs at once on each connection: h2load's
-// streams, the gRPC client's calls, 1 for wrk.
+// streams, the gRPC client's calls, quicload's streams (1 in bulk), 1 for
+// wrk.
 func (fc *fwConfig) depthOf(sc fwScenario) int {
-	switch sc.client {
-	case "h2load":
+	switch {
+	case sc.client == "h2load":
 		return fc.h2Streams
-	case "grpc":
+	case sc.client == "grpc":
 		return fc.grpcRPCs
+	case sc.client == "quicload" && !sc.bytes:
+		return fc.quicStreams
 	}
 	return 1
 }
@@ -229,6 +266,8 @@ func (fc *fwConfig) clientArgv(tools map[string]string, sc fwScenario, addr stri
 	case "grpc":
 		_, port, _ := strings.Cut(addr, ":")
 		return grpcArgv(tools["grpc"], port, conns, fc.grpcRPCs, fc.grpcSize, seconds, sc.mode, aux)
+	case "quicload":
+		return quicloadArgv(tools["quicload"], addr, conns, fc.depthOf(sc), sc.size, seconds)
 	}
 	return wrkArgv(tools["wrk"], fc.threads, conns, seconds, aux, "http://"+addr+sc.path)
 }

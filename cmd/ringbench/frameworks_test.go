@@ -60,6 +60,17 @@ func TestFwConfig(t *testing.T) {
 	if n := fc.fwTotalRuns(); n != 3*(2*2+2*1) {
 		t.Errorf("%d runs, want 18", n)
 	}
+	fc, err = fwParse("-fw-scenarios", "quic-small,quic-bulk", "-fw-quic-conns", "10,50", "-fw-quic-streams", "4",
+		"-fw-quic-bulk-conns", "3", "-fw-quic-bulk-mib", "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, bulk := fc.scenarios[0], fc.scenarios[1]
+	if small.size != 64 || bulk.size != 8<<20 || !slices.Equal(fc.connsOf(small), []int{10, 50}) || !slices.Equal(fc.connsOf(bulk), []int{3}) ||
+		fc.depthOf(small) != 4 || fc.depthOf(bulk) != 1 {
+		t.Errorf("QUIC: sizes %d and %d, conns %v and %v, depths %d and %d", small.size, bulk.size,
+			fc.connsOf(small), fc.connsOf(bulk), fc.depthOf(small), fc.depthOf(bulk))
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -74,6 +85,10 @@ func TestFwConfig(t *testing.T) {
 		{[]string{"-fw-grpc-rpcs", "0"}, "-fw-grpc-rpcs"},
 		{[]string{"-fw-grpc-size", "-1"}, "-fw-grpc-size"},
 		{[]string{"-fw-threads", "-1"}, "-fw-threads"},
+		{[]string{"-fw-quic-conns", "0"}, "-fw-quic-conns"},
+		{[]string{"-fw-quic-streams", "1001"}, "-fw-quic-streams"},
+		{[]string{"-fw-quic-bulk-conns", ""}, "-fw-quic-bulk-conns"},
+		{[]string{"-fw-quic-bulk-mib", "0"}, "-fw-quic-bulk-mib"},
 	} {
 		if _, err := fwParse(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one naming %s", tc.args, err, tc.want)
@@ -100,6 +115,8 @@ func TestFwServerArgv(t *testing.T) {
 		{fwServerArgv("/b/fs", "grpc-std", sc("grpc-unary"), "A", "/f"), []string{"/b/fs", "-server", "grpc-std", "-addr", "A"}},
 		{fwCheckArgv("/b/fs", sc("file"), "A", "/f"), []string{"/b/fs", "-check", "file", "-addr", "A", "-file", "/f"}},
 		{fwCheckArgv("/b/fs", sc("grpc-stream"), "A", "/f"), []string{"/b/fs", "-check", "grpc-stream", "-addr", "A"}},
+		{fwServerArgv("/b/fs", "quic-ringpoll", sc("quic-bulk"), "A", "/f"), []string{"/b/fs", "-server", "quic-ringpoll", "-addr", "A"}},
+		{fwCheckArgv("/b/fs", sc("quic-small"), "A", "/f"), []string{"/b/fs", "-check", "quic-small", "-addr", "A"}},
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("got  %q\nwant %q", tc.got, tc.want)
@@ -109,7 +126,7 @@ func TestFwServerArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := map[string]string{"wrk": "wrk", "h2load": "h2load", "grpc": "g"}
+	tools := map[string]string{"wrk": "wrk", "h2load": "h2load", "grpc": "g", "quicload": "q"}
 	if got := fc.clientArgv(tools, sc("grpc-stream"), "127.0.0.1:7000", 3, 2, "n"); !slices.Equal(got,
 		grpcArgv("g", "7000", 3, 4, 1, 2, "streaming", "n")) {
 		t.Errorf("gRPC client: %q", got)
@@ -119,6 +136,20 @@ func TestFwServerArgv(t *testing.T) {
 	}
 	if got := fc.clientArgv(tools, sc("file"), "A", 3, 2, "/s.lua"); got[0] != "wrk" || got[len(got)-1] != "http://A/file" {
 		t.Errorf("wrk: %q", got)
+	}
+	// quic-small asks 64 B on -fw-quic-streams streams; quic-bulk one
+	// stream of -fw-quic-bulk-mib at a time (set by fwConfigFrom).
+	if got := fc.clientArgv(tools, sc("quic-small"), "A", 100, 2, ""); !slices.Equal(got, quicloadArgv("q", "A", 100, 10, 64, 2)) {
+		t.Errorf("quicload, small: %q", got)
+	}
+	bulk := sc("quic-bulk")
+	bulk.size = 4 << 20
+	if got := fc.clientArgv(tools, bulk, "A", 2, 2, ""); !slices.Equal(got, quicloadArgv("q", "A", 2, 1, 4<<20, 2)) {
+		t.Errorf("quicload, bulk: %q", got)
+	}
+	// The QUIC servers listen on UDP.
+	if network, addr, err := fwAddr(sc("quic-small")); network != "udp" || err != nil || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("fwAddr(quic-small) = %s, %s, %v", network, addr, err)
 	}
 	// Every server a scenario names is one frameserve knows, and the
 	// reference is among them.
@@ -379,6 +410,56 @@ func TestFwReportFile(t *testing.T) {
 		// for std: 1.4 times the bytes per busy second of all CPUs.
 		"| http-ringpoll | 4 | 10 ±0% | 1 | 2 | 3 | 0.50 | 50000.00 ±0% | 20 | 1400 ±0% | 2800 | 2.00 | 2.000 (2.000–2.000, n=2) | 1000 | 700 | 1.400 (1.400–1.400, n=2) | 0 |",
 		"| http-std | 4 | 10 ±0% | 1 | 2 | 3 | 0.50 | 50000.00 ±0% | 20 | 700 ±0% | 1400 | 1 | 1 | 2000 | 500 | 1 | 0 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFwReportQUIC: the QUIC scenarios add the client's CPU and both
+// processes', per request (small) or per MiB (bulk, compared in bytes),
+// paired against quic-std for the two processes together.
+func TestFwReportQUIC(t *testing.T) {
+	var runs []benchfmt.Run
+	for rep := 1; rep <= 2; rep++ {
+		for _, srv := range []struct {
+			name             string
+			server, client   float64 // CPU-seconds
+			requests, mibs   float64
+			scenario, format string
+		}{
+			{"quic-std", 1, 1, 1000, 100, "quic-bulk", ""}, {"quic-ringpoll", 0.5, 1, 1000, 100, "quic-bulk", ""},
+			{"quic-std", 1, 1, 20000, -1, "quic-small", ""}, {"quic-ringpoll", 0.8, 1.2, 25000, -1, "quic-small", ""},
+		} {
+			cell := benchfmt.Cell{Scenario: srv.scenario, Mode: "quic", Depth: 10, Server: srv.name, Conns: 100, Size: 64}
+			bytes := srv.requests * 64
+			if srv.scenario == "quic-bulk" {
+				cell.Depth, cell.Conns, cell.Size = 1, 2, 4<<20
+				bytes = srv.mibs * (1 << 20)
+			}
+			res := fwResult(clientResult{Requests: srv.requests, Seconds: 1, ReqPerS: srv.requests, Bytes: bytes,
+				P50us: 1, P99us: 2, P999us: 3, ClientCPUs: srv.client}, srv.server, 1, 0)
+			runs = append(runs, benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Result: res})
+		}
+	}
+	var b bytes.Buffer
+	writeFwReport(&b, meta{Repeats: 2}, runs, summarize(runs, quicServers), nil)
+	out := b.String()
+	for _, want := range []string{
+		"- client CPU (QUIC scenarios):",
+		"### quic-bulk: quic-go, large answers, quicload, 1 stream at a time per connection, each asking for 4 MiB",
+		"| MiB/s | MiB per server CPU-s | vs quic-std | paired vs quic-std | server CPU ms/MiB | client CPU ms/MiB | both CPU ms/MiB | paired vs quic-std, both | errors |",
+		// Half the server's CPU for the same bytes: twice the bytes per
+		// server CPU-second, 2/1.5 per CPU-second of both.
+		"| quic-ringpoll | 2 | 1000 ±0% | 1 | 2 | 3 | 0.50 | 500.00 ±0% | 2000 | 100 ±0% | 200 | 2.00 | 2.000 (2.000–2.000, n=2) | 5.00 | 10.00 | 15.00 | 1.333 (1.333–1.333, n=2) | 0 |",
+		"| quic-std | 2 | 1000 ±0% | 1 | 2 | 3 | 1.00 | 1000.00 ±0% | 1000 | 100 ±0% | 100 | 1 | 1 | 10.00 | 10.00 | 20.00 | 1 | 0 |",
+		"### quic-small: quic-go, 64 B answers on many streams, quicload, 10 streams at a time per connection, each asking for 64 B",
+		"| req per server CPU-s | vs quic-std | paired vs quic-std | client CPU µs/req | both CPU µs/req | paired vs quic-std, both | errors |",
+		"\"paired vs quic-std, both\" the same of requests per CPU-second of the server and the client together",
+		// 25000 requests for 0.8 + 1.2 CPU-seconds: 80 µs each, 12500
+		// per CPU-second of both against quic-std's 10000.
+		"| quic-ringpoll | 100 | 25000 ±0% | 1 | 2 | 3 | 0.80 | 32.00 ±0% | 31250 | 1.56 | 1.562 (1.562–1.562, n=2) | 48.00 | 80.00 | 1.250 (1.250–1.250, n=2) | 0 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

@@ -34,8 +34,11 @@ func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 		"(`/proc/stat` over the same window: the wall time less the CPUs' idle time, which the kernel measures exactly, softirqs counted as busy): "+
 		"on loopback the kernel's TCP work runs on either side and is charged "+
 		"to whatever thread ran there, so the server threads' CPU moves with that split and the busy time of all CPUs does not\n")
+	fmt.Fprintf(w, "- client CPU (QUIC scenarios): the client process's user and system CPU-seconds over its whole run (its rusage, from wait4), "+
+		"the same window as the server's; \"both\" is the two processes' together. On loopback the kernel delivers a datagram in the sender's softirq, "+
+		"so part of the receiver's work is charged to the sender's threads: the sum does not move with that split\n")
 	fmt.Fprintf(w, "- every server's answer is checked once before each measured run (`frameserve -check`); a run whose check failed, "+
-		"whose client failed, or whose client counted errors (socket errors or non-2xx answers) is flagged\n")
+		"whose client failed, or whose client counted errors (socket errors or non-2xx answers; failed streams for quicload) is flagged\n")
 	for _, n := range m.Notes {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
@@ -44,16 +47,25 @@ func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 	}
 }
 
-// fwHeader is the family's table header; the file scenario adds its
-// bytes.
-func fwHeader(file bool, ref string) []string {
+// fwHeader is the header of sc's tables: scenarios compared in bytes
+// add MiB columns, the file download the CPUs' busy time, the QUIC ones
+// the client's CPU and both processes'.
+func fwHeader(sc fwScenario) []string {
 	h := []string{"server", "conns", "req/s", "p50 µs", "p99 µs", "p99.9 µs", "server CPU (cores)", "CPU µs/req", "req per server CPU-s"}
-	if file {
+	if sc.bytes {
 		h = append(h, "MiB/s", "MiB per server CPU-s")
 	}
-	h = append(h, "vs "+ref, "paired vs "+ref)
-	if file {
-		h = append(h, "MiB per busy s, server's CPUs", "MiB per busy s, all CPUs", "paired vs "+ref+", all CPUs")
+	h = append(h, "vs "+sc.ref, "paired vs "+sc.ref)
+	if sc.file {
+		h = append(h, "MiB per busy s, server's CPUs", "MiB per busy s, all CPUs", "paired vs "+sc.ref+", all CPUs")
+	}
+	if sc.both {
+		if sc.bytes {
+			h = append(h, "server CPU ms/MiB", "client CPU ms/MiB", "both CPU ms/MiB")
+		} else {
+			h = append(h, "client CPU µs/req", "both CPU µs/req")
+		}
+		h = append(h, "paired vs "+sc.ref+", both")
 	}
 	return append(h, "errors")
 }
@@ -73,15 +85,21 @@ func writeFwGroup(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary, charts
 		load = fmt.Sprintf(", %d streams per connection", c.Depth)
 	case "grpc":
 		load = fmt.Sprintf(", %d calls at a time per connection, %s payloads", c.Depth, sizeText(c.Size))
+	case "quicload":
+		load = fmt.Sprintf(", %s at a time per connection, each asking for %s", plural(c.Depth, "stream"), sizeText(c.Size))
 	}
 	fmt.Fprintf(w, "\n### %s: %s%s\n\n", sc.name, about, load)
 	per := "requests"
-	if sc.file {
+	if sc.bytes {
 		per = "bytes"
 	}
-	fmt.Fprintf(w, "Reference: %s. \"vs %s\" is the ratio of the medians of %s per server CPU-second; \"paired\" the median of the ratios taken within each repeat, with its 95%% bootstrap interval (above 1: more work per CPU-second than %s).\n\n",
+	fmt.Fprintf(w, "Reference: %s. \"vs %s\" is the ratio of the medians of %s per server CPU-second; \"paired\" the median of the ratios taken within each repeat, with its 95%% bootstrap interval (above 1: more work per CPU-second than %s)",
 		sc.ref, sc.ref, per, sc.ref)
-	header := fwHeader(sc.file, sc.ref)
+	if sc.both {
+		fmt.Fprintf(w, "; \"paired vs %s, both\" the same of %s per CPU-second of the server and the client together", sc.ref, per)
+	}
+	fmt.Fprintf(w, ".\n\n")
+	header := fwHeader(sc)
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
 	for _, s := range g {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(fwRow(runs, g, s, sc), " | "))
@@ -119,7 +137,7 @@ func writeFwGroup(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary, charts
 func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwScenario) []string {
 	row := []string{s.Server, fmt.Sprint(s.Conns), withSpread(s.ReqPerS, 0), num(s.P50us, 0), num(s.P99us, 0),
 		num(s.P999us, 0), num(s.ServerCPUCores, 2), withSpread(s.CPUusPerReq, 2), num(s.ReqPerCPUs, 0)}
-	if sc.file {
+	if sc.bytes {
 		mib := func(key string) benchfmt.Stat {
 			st := resultStat(runs, s.Cell, key)
 			st.Median, st.Min, st.Max = st.Median/(1<<20), st.Min/(1<<20), st.Max/(1<<20)
@@ -127,24 +145,21 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 		}
 		row = append(row, withSpread(mib("bytes_per_s"), 0), num(mib("bytes_per_server_cpu_s"), 0))
 	}
-	// The file scenario compares bytes per CPU-second: a download still
-	// under way when the client stops counts in its bytes, not in its
-	// requests.
-	key := "req_per_server_cpu_s"
-	if sc.file {
-		key = "bytes_per_server_cpu_s"
+	// The file and bulk scenarios compare bytes per CPU-second: a
+	// download still under way when the client stops counts in its bytes,
+	// not in its requests.
+	key, bothKey := "req_per_server_cpu_s", "req_per_both_cpu_s"
+	if sc.bytes {
+		key, bothKey = "bytes_per_server_cpu_s", "bytes_per_both_cpu_s"
 	}
-	vs, paired := "-", "-"
+	vs := "-"
 	if ref, ok := find(g, sc.ref, s.Conns); ok {
 		vs = ratio(resultStat(runs, s.Cell, key), resultStat(runs, ref.Cell, key))
 	}
 	if s.Server == sc.ref {
-		vs, paired = "1", "1"
-	} else if rs := pairedBy(runs, s.Cell, sc.ref, key); len(rs) > 0 {
-		lo, hi := benchfmt.Bootstrap(rs)
-		paired = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs))
+		vs = "1"
 	}
-	row = append(row, vs, paired)
+	row = append(row, vs, pairedText(runs, s, sc.ref, key))
 	if sc.file {
 		// The kernel's TCP work on loopback runs on either side's CPU,
 		// and the split moves from run to run: the busy time of the
@@ -155,20 +170,38 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 			st.Median /= 1 << 20
 			return num(st, 0)
 		}
-		pairedAll := "-"
-		if s.Server == sc.ref {
-			pairedAll = "1"
-		} else if rs := pairedBy(runs, s.Cell, sc.ref, "bytes_per_all_cpus_busy_s"); len(rs) > 0 {
-			lo, hi := benchfmt.Bootstrap(rs)
-			pairedAll = fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs))
+		row = append(row, mib("bytes_per_server_cpus_busy_s"), mib("bytes_per_all_cpus_busy_s"),
+			pairedText(runs, s, sc.ref, "bytes_per_all_cpus_busy_s"))
+	}
+	if sc.both {
+		fig := func(key string) string { return num(resultStat(runs, s.Cell, key), 2) }
+		if sc.bytes {
+			row = append(row, fig("server_cpu_ms_per_mib"), fig("client_cpu_ms_per_mib"), fig("both_cpu_ms_per_mib"))
+		} else {
+			row = append(row, fig("client_cpu_us_per_req"), fig("both_cpu_us_per_req"))
 		}
-		row = append(row, mib("bytes_per_server_cpus_busy_s"), mib("bytes_per_all_cpus_busy_s"), pairedAll)
+		row = append(row, pairedText(runs, s, sc.ref, bothKey))
 	}
 	flag := "0"
 	if s.Errors > 0 {
 		flag = fmt.Sprintf("**%d**", s.Errors)
 	}
 	return append(row, flag)
+}
+
+// pairedText is the paired ratio of figure key of s's server over ref's,
+// with its bootstrap interval; "1" for ref itself, "-" where no repeat
+// measured both.
+func pairedText(runs []benchfmt.Run, s benchfmt.Summary, ref, key string) string {
+	if s.Server == ref {
+		return "1"
+	}
+	rs := pairedBy(runs, s.Cell, ref, key)
+	if len(rs) == 0 {
+		return "-"
+	}
+	lo, hi := benchfmt.Bootstrap(rs)
+	return fmt.Sprintf("%.3f (%.3f–%.3f, n=%d)", benchfmt.Median(rs), lo, hi, len(rs))
 }
 
 // resultValue returns a figure of a run's result, and whether it has it

@@ -21,7 +21,7 @@ import (
 // fwRunner runs the family's matrix.
 type fwRunner struct {
 	fc    *fwConfig
-	tools map[string]string // client binaries: wrk, h2load, grpc
+	tools map[string]string // client binaries: wrk, h2load, grpc, quicload
 	serve string            // frameserve
 	file  string            // the file the file scenario serves
 	lua   string            // wrk's script
@@ -140,21 +140,28 @@ func benchFrameworks(ctx context.Context, fc fwConfig) (int, error) {
 }
 
 // fwPrepare finds the clients the scenarios need, installing wrk and
-// h2load when missing, and builds frameserve, ringplot and grpc-go's
-// benchmark client in bin. It drops the scenarios whose client is missing,
-// noting why, and returns the clients' paths and versions.
+// h2load when missing, and builds frameserve, ringplot, quicload and
+// grpc-go's benchmark client in bin. It drops the scenarios whose client
+// is missing, noting why, and returns the clients' paths and versions.
 func fwPrepare(ctx context.Context, fc *fwConfig, bin string, note func(string)) (map[string]string, []string, error) {
-	// The clients: wrk and h2load from Debian, the gRPC one built.
+	// The clients: wrk and h2load from Debian, the gRPC one and quicload
+	// built.
 	var want []string
 	for _, sc := range fc.scenarios {
-		if sc.client != "grpc" && !slices.Contains(want, sc.client) {
+		if _, deb := debPackages[sc.client]; deb && !slices.Contains(want, sc.client) {
 			want = append(want, sc.client)
 		}
 	}
 	tools, missing := systemInstaller(fc.stderr).ensure(ctx, want)
 	benchDir := filepath.Join(fc.src, "bench")
-	fmt.Fprintf(fc.stderr, "ringbench: building frameserve, ringplot and grpc-go's benchmark client in %s\n", benchDir)
-	if err := goBuild(ctx, benchDir, bin, "./cmd/frameserve", "./cmd/ringplot"); err != nil {
+	fmt.Fprintf(fc.stderr, "ringbench: building frameserve, ringplot, quicload and grpc-go's benchmark client in %s\n", benchDir)
+	pkgs := []string{"./cmd/frameserve", "./cmd/ringplot"}
+	quic := slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return s.client == "quicload" })
+	if quic {
+		pkgs = append(pkgs, "./cmd/quicload")
+		tools["quicload"] = filepath.Join(bin, "quicload")
+	}
+	if err := goBuild(ctx, benchDir, bin, pkgs...); err != nil {
 		return nil, nil, fmt.Errorf("the framework servers are in the bench module, which did not build: %w", err)
 	}
 	if slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return s.client == "grpc" }) {
@@ -181,6 +188,10 @@ func fwPrepare(ctx context.Context, fc *fwConfig, bin string, note func(string))
 	}
 	if tools["grpc"] != "" {
 		versions = append(versions, "grpc-go "+moduleVersion(filepath.Join(benchDir, "go.mod"), "google.golang.org/grpc")+" (benchmark/client)")
+	}
+	if quic {
+		versions = append(versions, "quicload (bench/cmd/quicload, quic-go "+
+			moduleVersion(filepath.Join(benchDir, "go.mod"), "github.com/quic-go/quic-go")+" on std UDP sockets, as the servers' quic-go)")
 	}
 
 	return tools, versions, nil
@@ -264,11 +275,12 @@ func (r *fwRunner) runServer(ctx context.Context, rep int, sc fwScenario, kind s
 		cells = append(cells, benchfmt.Cell{Scenario: sc.name, Mode: sc.mode, Depth: r.fc.depthOf(sc),
 			Server: kind, Conns: c, Size: sc.size})
 	}
-	addr, err := freePort()
+	network, addr, err := fwAddr(sc)
 	if err == nil {
 		logPath := filepath.Join(r.logs, fmt.Sprintf("%s-%s-r%d.log", kind, sc.name, rep))
 		var p *process
-		if p, err = startServer(ctx, fwServerArgv(r.serve, kind, sc, addr, r.file), addr, r.fc.serverCPUs, logPath); err == nil {
+		argv := fwServerArgv(r.serve, kind, sc, addr, r.file)
+		if p, err = startServerOn(ctx, network, argv, addr, r.fc.serverCPUs, logPath); err == nil {
 			for _, cell := range cells {
 				if ctx.Err() != nil {
 					break
@@ -291,6 +303,17 @@ func (r *fwRunner) runServer(ctx context.Context, rep int, sc fwScenario, kind s
 			Err: fmt.Sprintf("server did not start: %v", err)})
 	}
 	return nil
+}
+
+// fwAddr returns a loopback address for sc's servers, with a port that
+// was free a moment ago, and its network.
+func fwAddr(sc fwScenario) (network, addr string, err error) {
+	if !sc.udp {
+		addr, err = freePort()
+		return "tcp", addr, err
+	}
+	port, err := freeUDPPort()
+	return "udp", fmt.Sprint("127.0.0.1:", port), err
 }
 
 // record keeps a run, writes it out at once and shows it.
@@ -497,6 +520,8 @@ func parseClient(client, out string, seconds int, aux string) (clientResult, err
 		return res, err
 	case "grpc":
 		return parseGRPC(out, seconds)
+	case "quicload":
+		return parseQuicload(out)
 	}
 	return parseWrk(out)
 }

@@ -52,8 +52,8 @@
 //
 // With -frameworks it runs instead the framework family, frameworks and
 // protocol stacks on ringpoll against the same on their usual network
-// layer, loaded by clients the project did not write (-fw-scenarios picks
-// some of them):
+// layer, loaded by clients the project did not write, but for QUIC
+// (-fw-scenarios picks some of them):
 //
 //   - hertz-hello, hertz-json: CloudWeGo Hertz answering GET /hello (13 B)
 //     and GET /json (a 4 KiB JSON document, marshalled per request) over
@@ -75,22 +75,33 @@
 //     (benchmark.StartServer) on a ringpoll listener and on std net (the
 //     reference), loaded by grpc-go's own benchmark client
 //     (google.golang.org/grpc/benchmark/client, built from the bench
-//     module) at -fw-grpc-conns connections of -fw-grpc-rpcs calls each.
+//     module) at -fw-grpc-conns connections of -fw-grpc-rpcs calls each;
+//   - quic-bulk, quic-small: quic-go (a quic.Transport) on the MessageConn
+//     of a ringpoll.ListenPacket socket (the default engine) and on a std
+//     *net.UDPConn (the reference), each stream asking for a number of
+//     bytes, loaded by bench/cmd/quicload (quic-go on std UDP sockets, the
+//     same client for both; there is no standard QUIC load tool):
+//     quic-bulk at -fw-quic-bulk-conns connections of one stream at a
+//     time asking for -fw-quic-bulk-mib MiB, compared in bytes per server
+//     CPU-second; quic-small at -fw-quic-conns connections of
+//     -fw-quic-streams streams asking for 64 B. Both add the client's CPU
+//     (its rusage) and both processes' per MiB or per request.
 //
 // The servers are bench/cmd/frameserve, one process per scenario and
 // repeat, pinned to the server CPUs; the clients run on the load CPUs.
 // wrk and h2load come from Debian (wrk, nghttp2-client): missing, they are
 // installed with apt-get when ringbench runs as root, and otherwise their
-// scenarios are left out and the report says why. Before every measured
-// run one answer is checked (frameserve -check); each client runs once
-// for -warmup (dropped), then for -duration (both in whole seconds: the
-// clients take no less), with the server's CPU read from
-// /proc/PID/task/*/schedstat just before and just after. Per cell it
-// reports the client's throughput and p50/p99 (p99.9 from wrk, through a
-// Lua script, and from h2load's per-request log), the server's CPU,
-// requests per server CPU-second and their ratio to the reference, also
-// paired within each repeat; runs whose check failed or whose client
-// counted socket errors or non-2xx answers are flagged.
+// scenarios are left out and the report says why; quicload is built from
+// the bench module with frameserve. Before every measured run one answer
+// is checked (frameserve -check); each client runs once for -warmup
+// (dropped), then for -duration (both in whole seconds: the clients take
+// no less), with the server's CPU read from /proc/PID/task/*/schedstat
+// just before and just after. Per cell it reports the client's throughput
+// and p50/p99 (p99.9 from wrk, through a Lua script, from h2load's
+// per-request log and from quicload), the server's CPU, requests per
+// server CPU-second and their ratio to the reference, also paired within
+// each repeat; runs whose check failed or whose client counted socket
+// errors, non-2xx answers or failed streams are flagged.
 //
 // With -kv it runs the key-value scenario instead (kv.go): cmd/ringkv
 // serving random 4 KiB records of a data file of -kv-file-size (2 GiB by
@@ -185,7 +196,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpClient := fs.String("udp-client", "ringload", "with -udp-rate: the clients, ringload (Go, ringload -proto udp-rr) or c (bench/c/udp_rr.c: one C thread, no runtime of its own; needs a C compiler)")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
-	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download) and grpc-go on ringpoll and on their usual network layer, loaded by wrk, h2load and grpc-go's benchmark client")
+	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download), grpc-go and quic-go on ringpoll and on their usual network layer, loaded by wrk, h2load, grpc-go's benchmark client and quicload")
 	fwf := addFwFlags(fs)
 	kv := fs.Bool("kv", false, "run the key-value scenario instead: ringkv serving 4 KiB records with O_DIRECT, the file on the network's ring, as an os.File under ringpoll, and under std net")
 	kvServersFlag := fs.String("kv-servers", defaultKVServers, "with -kv: servers, comma-separated: ring, osfile, std, sendfile")
