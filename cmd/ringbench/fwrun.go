@@ -180,7 +180,10 @@ func fwPrepare(ctx context.Context, fc *fwConfig, bin string, note func(string))
 	if len(fc.scenarios) == 0 {
 		return nil, nil, errors.New("no scenario left to run")
 	}
-	versions := []string{"Hertz " + moduleVersion(filepath.Join(benchDir, "go.mod"), "github.com/cloudwego/hertz")}
+	var versions []string
+	if slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return slices.Equal(s.servers, hertzServers) }) {
+		versions = append(versions, "Hertz "+moduleVersion(filepath.Join(benchDir, "go.mod"), "github.com/cloudwego/hertz"))
+	}
 	for _, t := range want {
 		if tools[t] != "" {
 			versions = append(versions, toolVersion(ctx, tools[t], map[string]string{"wrk": "-v", "h2load": "--version"}[t]))
