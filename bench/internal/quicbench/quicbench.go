@@ -137,7 +137,8 @@ func (s *Server) Serve(ln *quic.Listener) error {
 }
 
 // Wait waits until every connection Serve accepted has closed and every
-// stream is answered, or ctx is done. It is safe for concurrent use.
+// stream is answered, or ctx is done. Call it after Serve has returned
+// (a connection's goroutine counts its streams, so none starts unseen).
 func (s *Server) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
