@@ -18,10 +18,8 @@
 // needs at most KeepIdle idle workers arms no timer: a timer on the
 // scheduler's heap makes every pass through the scheduler read the clock,
 // and every sleep of the idle program in Go's poller a timed one, which
-// at a fixed rate of requests (a sleep between most of them) cost a
-// server 2-4% more CPU per request (docs/bench/HISTORY.md, "ringload's
-// pacer: the load as asked"); and it would wake an idle program every
-// period.
+// at a fixed rate of requests (a sleep between most of them) costs CPU
+// on every request; and it would wake an idle program every period.
 //
 // A Pool does not recover panics. A task that panics crashes the program
 // exactly as it would if it had been started with a plain go statement; a

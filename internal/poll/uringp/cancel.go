@@ -8,7 +8,7 @@ import "time"
 // has no recv byte limit, to close, or to arm it anew from another thread)
 // can be lost: the cancel finds the request and reports success, yet the
 // request goes on, and ends only with the next EOF, error or buffer
-// shortage. On Linux 6.18 that happens to a multishot recv that data keeps
+// shortage. That happens to a multishot recv that data keeps
 // busy, often on rings without DEFER_TASKRUN (TestUringRearmAfterThreadMove
 // and TestUringPauseByCancel lose many of their cancels without a retry):
 // the cancel's mark on a request queued to retry seems to be dropped when

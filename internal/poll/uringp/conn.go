@@ -165,10 +165,10 @@ func (c *conn) useFixed(sqe *uring.SQE) {
 }
 
 // isUnixSocket reports whether sysfd is an AF_UNIX socket. The io_uring
-// engines read those through a multishot POLL_ADD and read(2): on 6.18 a
-// multishot recv on an AF_UNIX stream socket was seen to miss the wake-up
-// for its last data and EOF, leaving a reader blocked for ever, while TCP
-// never did in the same tests.
+// engines read those through a multishot POLL_ADD and read(2): a
+// multishot recv on an AF_UNIX stream socket can miss the wake-up for its
+// last data and EOF, leaving a reader blocked for ever, where TCP does not
+// (the suite's unix cases, suite_test.go and stress_test.go, hang with it).
 func isUnixSocket(sysfd int) bool {
 	d, err := unix.GetsockoptInt(sysfd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	return err == nil && d == unix.AF_UNIX
@@ -354,9 +354,9 @@ func (l *loop) flush(c *conn) {
 func (l *loop) prepSend(sqe *uring.SQE, c *conn, iov [][]byte) {
 	// MSG_DONTWAIT: a send that finds the socket full ends with EAGAIN
 	// and the loop waits for POLLOUT itself (armPollOut). Left to wait
-	// inside the kernel, sends on full AF_UNIX sockets were seen on 6.18
-	// to end with EAGAIN anyway, or to never complete on SQPOLL rings
-	// while the socket polled writable.
+	// inside the kernel, sends on full AF_UNIX sockets can end with EAGAIN
+	// anyway, or never complete on SQPOLL rings while the socket polls
+	// writable (the suite's unix cases on uring-sqpoll).
 	const flags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
 	if l.stage != nil {
 		if p, ref, ok := l.stage.stage(iov); ok {
@@ -434,10 +434,10 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 		c.fd.OutputError(err)
 		if cqe.Res == -int32(unix.ECONNRESET) || cqe.Res == -int32(unix.EPIPE) {
 			// The peer reset the connection: input is over too. The
-			// multishot receive should end with the same error, but on
-			// 6.18 it was seen to miss that wake-up after input had been
-			// paused and resumed, leaving readers waiting for ever
-			// (cmd/ringsoak TestReproLostReset).
+			// multishot receive should end with the same error, but it
+			// can miss that wake-up after input was paused and resumed,
+			// leaving readers waiting for ever (cmd/ringsoak
+			// TestReproLostReset).
 			c.fd.InputError(err)
 			c.fd.InputReady()
 		}

@@ -482,8 +482,7 @@ func (l *loop) submit(wait uint32) {
 // the runtime's preemption signal, which ends it with EINTR; where no
 // signal comes (GODEBUG=asyncpreemptoff=1), the bound brings the loop back
 // to Go code, where it can be stopped, at least this often. An idle loop
-// keeping its P thus wakes 1/keptWaitBound times a second
-// (docs/bench/HISTORY.md measures the cost).
+// keeping its P thus wakes 1/keptWaitBound times a second.
 const keptWaitBound = 10 * time.Millisecond
 
 // wait submits toSubmit SQEs and sleeps until wait completions are ready,
@@ -655,8 +654,8 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 
 // The kernel's restart codes (ERESTARTSYS 512 to ERESTART_RESTARTBLOCK
 // 516) are never meant for user space, but a request that io-wq ran and
-// a cancellation interrupted (a file splice when its file closes) was
-// seen on 6.18 to complete with -ERESTARTSYS. They mean what EINTR means.
+// a cancellation interrupted (a file splice when its file closes) can
+// complete with one. They mean what EINTR means.
 const (
 	errnoRestartSys   = 512
 	errnoRestartBlock = 516

@@ -7,7 +7,7 @@ import "github.com/ringpoll/ringpoll/internal/uring"
 // Small sends are copied into a staging buffer outside the Go heap and go
 // out from there, instead of pinning the output queue's memory for the
 // kernel (runtime.Pinner). A pin and its unpin take the runtime's span
-// lock and cost more than copying a few KiB (docs/bench/HISTORY.md). Larger
+// lock and cost more than copying a few KiB. Larger
 // sends are pinned and go out without a copy.
 //
 // A buffer is held only while its send is in flight, and sends never wait
