@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"net"
-	"runtime"
 
 	"github.com/ringpoll/ringpoll"
 )
@@ -119,47 +118,6 @@ func ExampleWithInlineHandler() {
 	// Output:
 	// echo: ping
 	// echo: pong
-}
-
-// An inline server whose one io_uring loop keeps its Go processor while
-// it sleeps: GOMAXPROCS leaves one P for the loop and one for the rest of
-// the program (Serve, the client here, timers, the garbage collector).
-// With GOMAXPROCS=1 the option would change nothing; on epoll it is
-// ignored.
-func ExampleWithLoopKeepsP() {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	ln, err := ringpoll.Listen("tcp", "127.0.0.1:0", ringpoll.WithLoops(1), ringpoll.WithLoopKeepsP())
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv, err := ringpoll.NewServer(func(ctx context.Context, c *ringpoll.Conn) error {
-		r, w := c.Reader(), c.Writer()
-		b, _ := r.Next(r.Len())
-		w.WriteBinary(b)
-		err := w.Flush()
-		r.Release()
-		return err
-	}, ringpoll.WithInlineHandler())
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	reply := make([]byte, 5)
-	for _, msg := range []string{"hello", "world"} {
-		fmt.Fprint(c, msg)
-		io.ReadFull(c, reply)
-		fmt.Println(string(reply))
-	}
-	// Output:
-	// hello
-	// world
 }
 
 // Choosing an engine by name, as a flag or config file would give it.

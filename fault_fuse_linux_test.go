@@ -383,7 +383,7 @@ func TestFileReadSleepingFS(t *testing.T) {
 			runtime.GOMAXPROCS(procs)
 			uringp.RefreshProcs()
 		}(runtime.GOMAXPROCS(1))
-		uringp.RefreshProcs() // no loop may keep the one P (WithLoopKeepsP)
+		uringp.RefreshProcs() // no loop may keep the one P (withLoopKeepsP)
 		done := make(chan error, 1)
 		go func() {
 			_, err := f.ReadAtContext(t.Context(), make([]byte, 4096), 0)

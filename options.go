@@ -58,9 +58,9 @@ type ringTuning struct {
 	sqIdle               time.Duration
 	sqCPU                int // 1 + CPU; 0: not pinned
 	noRecvLimit          bool
-	batch                uint32        // WithCompletionBatch; 0: off
-	batchWait            time.Duration // WithCompletionBatch
-	keepP                bool          // WithLoopKeepsP
+	batch                uint32        // withCompletionBatch; 0: off
+	batchWait            time.Duration // withCompletionBatch
+	keepP                bool          // withLoopKeepsP
 	busyPoll             time.Duration // WithBusyPoll; 0: off
 	cpus                 string        // WithLoopCPUs, as "0,2" (comparable, for the engine key)
 	moveEvery            int           // movingLoops
@@ -303,9 +303,9 @@ func WithSQPollCPU(cpu int) Option {
 // WithLoopCPUs pins the event loops' threads to cpus, loop i to
 // cpus[i mod len(cpus)], so that they run beside (or away from) the CPUs
 // taking the network's interrupts and softirqs: `ringtune plan` says which.
-// An io_uring loop then locks its thread (as WithLoopKeepsP does) and pins
-// it; a PacketServer pins the reader of socket i the same way (with
-// WithCPUSteering, socket i gets the datagrams CPU i received). A
+// An io_uring loop then locks its thread and pins it; a PacketServer pins
+// the reader of socket i the same way (with WithCPUSteering, socket i gets
+// the datagrams CPU i received). A
 // uring-sqpoll loop's kernel SQ thread goes to its loop's CPU, unless
 // WithSQPollCPU puts all of them elsewhere. epoll loops wait in Go's poller,
 // on no thread of their own, and are not pinned. Each CPU must be one this
@@ -344,34 +344,6 @@ func parseCPUList(s string) []int {
 	return cpus
 }
 
-// WithCompletionBatch makes an io_uring loop that has nothing to do sleep
-// until n completions are ready, or until wait has passed and at least one
-// is (io_uring's min_wait, Linux 6.12 and later; older kernels ignore it).
-// Such a loop locks its OS thread and sleeps in io_uring_enter, as
-// WithLoopKeepsP's does, rather than in Go's poller.
-// Under load the loop then wakes once per batch of n instead of once per
-// trickle of completions; the price is up to wait of latency when fewer
-// than n arrive. Measured against the default (16 and 50µs, 1 KiB echo,
-// docs/BENCHMARKS.md), it saves no CPU: level saturated at 100 and 1000
-// connections, 18% more CPU per request at 10, and 1.3 to 2.4 times the
-// CPU per request at a third of saturation. n is from 2 to 4096, wait
-// from 1µs to 10ms.
-// Default: off, the loop wakes at the first completion. Epoll and
-// uring-sqpoll ignore it.
-func WithCompletionBatch(n int, wait time.Duration) Option {
-	return func(c *config) {
-		if n < 2 || n > 4096 {
-			c.fail("WithCompletionBatch(%d, %v): the count must be from 2 to 4096", n, wait)
-			return
-		}
-		if wait < time.Microsecond || wait > 10*time.Millisecond {
-			c.fail("WithCompletionBatch(%d, %v): the wait must be from 1µs to 10ms", n, wait)
-			return
-		}
-		c.ring.batch, c.ring.batchWait = uint32(n), wait
-	}
-}
-
 // WithBusyPoll makes an io_uring loop that has run out of work poll for
 // up to d before it sleeps: it looks, without a system call, at its
 // ring's completion queue, at the ring's flag for completions waiting
@@ -384,9 +356,8 @@ func WithCompletionBatch(n int, wait time.Duration) Option {
 // still spends up to d of CPU after each burst of work, and at a steady
 // partial load close to a whole core per loop. docs/BENCHMARKS.md
 // measures what it buys. A default (not locked) loop lets other
-// goroutines run between looks; a locked one (WithLoopKeepsP,
-// WithLoopCPUs, WithCompletionBatch) does not, so goroutines waiting for
-// its P wait up to d. d is from 1µs to 10ms.
+// goroutines run between looks; a locked one (WithLoopCPUs) does not, so
+// goroutines waiting for its P wait up to d. d is from 1µs to 10ms.
 // Default: off, the loop sleeps as soon as it has nothing to do. Epoll
 // and uring-sqpoll ignore it (an sqpoll loop always polls 50µs before it
 // sleeps), and so do PacketConns and a PacketServer's readers.
@@ -400,30 +371,28 @@ func WithBusyPoll(d time.Duration) Option {
 	}
 }
 
-// keepPByDefault turns WithLoopKeepsP on for every configuration; the
+// keepPByDefault turns withLoopKeepsP on for every configuration; the
 // test suite sets it (RINGPOLL_TEST_KEEP_P=1) to run whole once more that
 // way.
 var keepPByDefault bool
 
-// WithLoopKeepsP makes an io_uring loop lock its OS thread and sleep in
-// io_uring_enter keeping its Go processor (one of the GOMAXPROCS Ps), as
-// long as another P is left for the rest of the program: with
-// GOMAXPROCS=1 the loop sleeps giving the P up, and with GOMAXPROCS=n at
-// most n-1 loops keep one at a time.
-//
-// By default a loop is not tied to a thread: it sleeps in Go's poller, and
-// waking handler goroutines costs it no thread switch; while requests come
-// close together to handlers that run on goroutines (not inline) and
-// GOMAXPROCS leaves a P for the rest of the program, it
-// waits for the next in io_uring_enter on a P it keeps, for at most 10 ms
-// (a nap; LoopStats.Naps; docs/ARCHITECTURE.md).
-// A locked loop pays a thread hand-off whenever it sleeps giving its P up;
-// keeping the P avoids that, at the price of a P no other goroutine can use
-// while the loop sleeps. It measures slower than the default
-// (docs/BENCHMARKS.md), and stays for programs that measure otherwise. Stopping the world for a garbage collection still wakes a
-// loop asleep on its P. Epoll and uring-sqpoll ignore it.
-func WithLoopKeepsP() Option {
+// withLoopKeepsP makes an io_uring loop lock its OS thread and sleep in
+// io_uring_enter keeping its Go processor, as long as another P is left
+// for the rest of the program (uringp Tuning.KeepP). Not public: measured,
+// it loses to the default loop, which sleeps in Go's poller
+// (docs/BENCHMARKS.md, "The options that used to win"); the test suite
+// keeps the mode working (TestLoopKeepsP, RINGPOLL_TEST_KEEP_P).
+func withLoopKeepsP() Option {
 	return func(c *config) { c.ring.keepP = true }
+}
+
+// withCompletionBatch makes an io_uring loop that has nothing to do sleep
+// until n completions are ready, or until wait has passed and at least one
+// is (io_uring's min_wait; uringp Tuning.Batch). Not public: measured, it
+// saves no CPU over the default (docs/BENCHMARKS.md, "The options that
+// used to win"); TestUringCompletionBatch keeps the mode working.
+func withCompletionBatch(n int, wait time.Duration) Option {
+	return func(c *config) { c.ring.batch, c.ring.batchWait = uint32(n), wait }
 }
 
 // withoutRecvLimit makes io_uring loops pause input by cancelling the

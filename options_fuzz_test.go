@@ -35,11 +35,6 @@ func FuzzOptions(f *testing.F) {
 			{"WithSQPollIdle(", sqIdle >= int64(time.Millisecond) && sqIdle <= int64(10*time.Second),
 				WithSQPollIdle(time.Duration(sqIdle))},
 			{"WithSQPollCPU(", sqCPU >= 0 && sqCPU < 1<<16, WithSQPollCPU(sqCPU)},
-			// The ring's count and the SQ idle time, reused: a new fuzz
-			// argument would orphan the kept corpus.
-			{"WithCompletionBatch(", ringCount >= 2 && ringCount <= 4096 &&
-				sqIdle >= int64(time.Microsecond) && sqIdle <= int64(10*time.Millisecond),
-				WithCompletionBatch(ringCount, time.Duration(sqIdle))},
 			{"WithBusyPoll(", sqIdle >= int64(time.Microsecond) && sqIdle <= int64(10*time.Millisecond),
 				WithBusyPoll(time.Duration(sqIdle))},
 		}
@@ -71,7 +66,6 @@ func FuzzOptions(f *testing.F) {
 			c.idle != time.Duration(idle) || c.drain != time.Duration(drain) ||
 			c.ring.buffers != ringCount || c.ring.bufferSize != ringSize ||
 			c.ring.sqIdle != time.Duration(sqIdle) || c.ring.sqCPU != sqCPU+1 ||
-			c.ring.batch != uint32(ringCount) || c.ring.batchWait != time.Duration(sqIdle) ||
 			c.ring.busyPoll != time.Duration(sqIdle) {
 			t.Fatalf("options not applied as given: %+v", c)
 		}

@@ -269,9 +269,6 @@ func TestOptionsInvalid(t *testing.T) {
 		{WithDrainTimeout(-time.Second), "WithDrainTimeout(-1s)"},
 		{WithEngine(Engine(99)), "WithEngine(99)"},
 		{WithLogger(nil), "WithLogger(nil)"},
-		{WithCompletionBatch(1, time.Microsecond), "WithCompletionBatch(1, 1µs)"},
-		{WithCompletionBatch(16, 0), "WithCompletionBatch(16, 0s)"},
-		{WithCompletionBatch(16, time.Second), "WithCompletionBatch(16, 1s)"},
 		{WithBusyPoll(0), "WithBusyPoll(0s)"},
 		{WithBusyPoll(time.Second), "WithBusyPoll(1s)"},
 	}

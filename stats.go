@@ -18,9 +18,6 @@ type LoopStats struct {
 	// completion (the loop sleeps); run deferred completions or flush an
 	// overflowed CQ with nothing to submit; wake an SQPOLL thread.
 	EnterSubmit, EnterWait, EnterGetEvents, EnterWakeSQ uint64
-	// WaitsKeptP counts the EnterWait calls in which the loop kept its Go
-	// processor (WithLoopKeepsP).
-	WaitsKeptP uint64
 	// Parks counts the times an io_uring loop that does not keep a thread
 	// (the default; see docs/ARCHITECTURE.md) waited for completions in
 	// Go's poller.
@@ -137,8 +134,8 @@ func (s LoopStats) CQEsPerEnter() float64 {
 
 // String formats the counters on one line, for logs.
 func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) waits_kept_p=%d parks=%d sends_now=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d buffers_copied=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.WaitsKeptP, s.Parks, s.SendsNow, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
+	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) parks=%d sends_now=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d buffers_copied=%d",
+		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.Parks, s.SendsNow, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
 		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
 		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared, s.BuffersCopied)
 }
@@ -169,7 +166,6 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		EnterWait:      p.EnterWait.Load(),
 		EnterGetEvents: p.EnterGetEvents.Load(),
 		EnterWakeSQ:    p.EnterWakeSQ.Load(),
-		WaitsKeptP:     p.WaitsKeptP.Load(),
 		Parks:          p.Parks.Load(),
 		SendsNow:       p.SendsNow.Load(),
 		Naps:           p.Naps.Load(),

@@ -45,7 +45,6 @@ func ufStats(ln *Listener) LoopStats {
 		s.EnterWait += l.EnterWait
 		s.EnterGetEvents += l.EnterGetEvents
 		s.EnterWakeSQ += l.EnterWakeSQ
-		s.WaitsKeptP += l.WaitsKeptP
 		s.Parks += l.Parks
 		s.ThreadMoves += l.ThreadMoves
 		s.SQEs += l.SQEs
@@ -1068,7 +1067,7 @@ func TestUringPauseByCancel(t *testing.T) {
 	}
 }
 
-// TestUringCompletionBatch: with WithCompletionBatch(64, 200µs) a loop
+// TestUringCompletionBatch: with withCompletionBatch(64, 200µs) a loop
 // sleeps until 64 completions are ready or 200µs passed with one: a lone
 // client doing strict ping-pong (never 64 completions at once) must still
 // get every echo, as must 16 clients at once; bytes exact. The loop's
@@ -1078,7 +1077,7 @@ func TestUringCompletionBatch(t *testing.T) {
 	for _, e := range ufUringEngines {
 		for _, style := range tsStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
-				ln := listen(t, e, "tcp", WithCompletionBatch(64, 200*time.Microsecond))
+				ln := listen(t, e, "tcp", withCompletionBatch(64, 200*time.Microsecond))
 				tsServeEcho(t, ln, style)
 				ufEchoLoneAndCrowd(t, ln)
 				var waits uint64
@@ -1126,7 +1125,7 @@ func ufEchoLoneAndCrowd(t *testing.T, ln *Listener) {
 
 // TestUringBusyPoll: with WithBusyPoll(200µs) an idle loop polls before it
 // sleeps, on a parked loop (the default) and on a locked one
-// (WithLoopKeepsP): a lone client doing strict ping-pong and 16 clients at
+// (withLoopKeepsP): a lone client doing strict ping-pong and 16 clients at
 // once must get every echo, bytes exact. The counters must show that the
 // loops polled, and that once the traffic stopped a poll ran out without
 // work and the loop went to sleep, so an idle server does not spin.
@@ -1139,7 +1138,7 @@ func TestUringBusyPoll(t *testing.T) {
 				opts := []Option{WithBusyPoll(200 * time.Microsecond)}
 				if locked {
 					name += "/keep-p"
-					opts = append(opts, WithLoopKeepsP())
+					opts = append(opts, withLoopKeepsP())
 				}
 				t.Run(name, func(t *testing.T) {
 					ln := listen(t, e, "tcp", opts...)

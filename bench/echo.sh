@@ -25,11 +25,7 @@
 #
 # Environment (defaults):
 #   ENGINES=epoll        ringecho engines to run besides std; an entry
-#                        ENGINE/API overrides API for it, and
-#                        ENGINE/API/EXTRAS adds, for each comma-separated
-#                        item of EXTRAS, a number N: ringecho -batch N;
-#                        keep: ringecho -keep-p (WithLoopKeepsP) with
-#                        GOMAXPROCS one above the loops (LOOPS, or 1)
+#                        ENGINE/API overrides API for it
 #   STD=1                include the std net server (0: leave it out)
 #   C_URING=0            1: include the C liburing reference server
 #   API=handler          ringecho -api (handler, inline or conn)
@@ -153,7 +149,7 @@ fi
 nproc_all="$(nproc --all 2>/dev/null || echo '?')"
 cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)"
 echo "machine:   ${nproc_all} CPUs (${cpu_model:-unknown}), $(uname -sr), $(go env GOVERSION)"
-echo "placement: server on CPUs ${SERVER_CPUS} (taskset -c ${SERVER_CPUS}); ringload and perf on CPUs ${CLIENT_CPUS} (taskset -c ${CLIENT_CPUS}); GOMAXPROCS follows each mask (keep entries: loops + 1)"
+echo "placement: server on CPUs ${SERVER_CPUS} (taskset -c ${SERVER_CPUS}); ringload and perf on CPUs ${CLIENT_CPUS} (taskset -c ${CLIENT_CPUS}); GOMAXPROCS follows each mask"
 cpu_mask() { taskset -c "$1" sh -c 'taskset -p $$' 2>/dev/null | awk '{print $NF}'; }
 smask="$(cpu_mask "$SERVER_CPUS")"
 cmask="$(cpu_mask "$CLIENT_CPUS")"
@@ -216,24 +212,13 @@ start_server() {
 	elif [[ $name == c-liburing ]]; then
 		cmd=("$WORK/uring_echo" "$port")
 	else
-		# ENGINE, or ENGINE/API, or ENGINE/API/EXTRAS (see ENGINES).
-		local engine api extras item bin
+		# ENGINE, or ENGINE/API (see ENGINES).
+		local engine api bin
 		bin="$(ringecho_bin "$name")"
 		[[ $name == base:* ]] && name=${name#base:}
-		IFS=/ read -r engine api extras <<<"$name"
+		IFS=/ read -r engine api <<<"$name"
 		cmd=("$bin" -addr "127.0.0.1:$port" -engine "$engine" -api "${api:-$API}" -proto "$PROTO")
 		[[ -n $LOOPS ]] && cmd+=(-loops "$LOOPS")
-		IFS=, read -ra extras <<<"$extras"
-		for item in "${extras[@]}"; do
-			case $item in
-			keep)
-				cmd=(env "GOMAXPROCS=$((${LOOPS:-1} + 1))" "${cmd[@]}" -keep-p)
-				[[ -z $LOOPS ]] && cmd+=(-loops 1)
-				;;
-			*[!0-9]* | '') die "ENGINES entry $name: $item is neither a batch size nor keep" ;;
-			*) cmd+=(-batch "$item") ;;
-			esac
-		done
 	fi
 	# taskset execs the server, so $! is the server's PID.
 	taskset -c "$SERVER_CPUS" "${cmd[@]}" >"$log" 2>&1 </dev/null &

@@ -3,11 +3,9 @@
 // Command ringbench replays the seed experiments on this machine: echo
 // servers built on every ringpoll engine (uring-inline and epoll-inline:
 // the handler on the event loop, ringpoll.WithInlineHandler;
-// uring-inline-keep: that, with ringpoll.WithLoopKeepsP; uring-pinned: the
-// loops' threads pinned to the server CPUs, ringpoll.WithLoopCPUs;
-// uring-batch: idle loops sleep until 16 completions or 50µs,
-// ringpoll.WithCompletionBatch; uring-busypoll: idle loops poll 50µs
-// before they sleep, ringpoll.WithBusyPoll), std net (a
+// uring-pinned: the loops' threads pinned to the server CPUs,
+// ringpoll.WithLoopCPUs; uring-busypoll: idle loops poll 50µs before they
+// sleep, ringpoll.WithBusyPoll), std net (a
 // goroutine per connection), cloudwego/netpoll, panjf2000/gnet and a C
 // liburing echo server (bench/c/uring_echo.c, when gcc and liburing-dev are
 // there), each in its own process, loaded by cmd/ringload in another,
@@ -173,7 +171,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ringbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	full := fs.Bool("full", false, "run the seeds' whole matrix: every server, "+fullConns+" connections, loads "+fullLoads)
-	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-inline, uring-inline-keep, uring-pinned, uring-batch, uring-busypoll, uring-hybrid, uring-reactor, uring-sqpoll, epoll, epoll-inline, std, netpoll, gnet")
+	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-inline, uring-pinned, uring-busypoll, uring-hybrid, uring-reactor, uring-sqpoll, epoll, epoll-inline, std, netpoll, gnet")
 	connsFlag := fs.String("conns", defaultConns, "connection counts, comma-separated")
 	loadsFlag := fs.String("loads", defaultLoads, "loads, comma-separated scenario:size:mode:rate (echo|rpc : bytes : pp|pN : max|req/s)")
 	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")

@@ -22,17 +22,9 @@ type server struct {
 	// inline: a ringpoll server named ENGINE-inline runs ringecho
 	// -engine ENGINE -api inline (the handler on the event loop).
 	inline bool
-	// keepP: one named ENGINE-inline-keep also gets -keep-p -loops 1
-	// (ringpoll.WithLoopKeepsP) and GOMAXPROCS=2, so its loop may keep
-	// its P while the other is left for the rest of the server.
-	keepP bool
 	// pinned: one named ENGINE-pinned gets -loop-cpus with the server
 	// CPUs (ringpoll.WithLoopCPUs): its loops lock a thread each, pinned.
 	pinned bool
-	// batch: one named ENGINE-batch gets -batch 16 -batch-wait 50µs
-	// (ringpoll.WithCompletionBatch): an idle loop sleeps until 16
-	// completions are ready, or 50µs after the first.
-	batch bool
 	// busyPoll: one named ENGINE-busypoll gets -busy-poll 50µs
 	// (ringpoll.WithBusyPoll): an idle loop polls 50µs before it sleeps.
 	busyPoll bool
@@ -48,9 +40,7 @@ var servers = []server{
 	{name: "uring", kind: "ringpoll"},
 	{name: "uring-twin", kind: "ringpoll", twin: true},
 	{name: "uring-inline", kind: "ringpoll", inline: true},
-	{name: "uring-inline-keep", kind: "ringpoll", inline: true, keepP: true},
 	{name: "uring-pinned", kind: "ringpoll", pinned: true},
-	{name: "uring-batch", kind: "ringpoll", batch: true},
 	{name: "uring-busypoll", kind: "ringpoll", busyPoll: true},
 	{name: "uring-hybrid", kind: "ringpoll"},
 	{name: "uring-reactor", kind: "ringpoll"},
@@ -80,7 +70,7 @@ const (
 	defaultConns   = "10,100,1000"
 	defaultLoads   = "echo:1024:pp:max,echo:1024:pp:40000"
 
-	fullServers = "uring,uring-twin,uring-inline,uring-inline-keep,uring-pinned,uring-batch,uring-busypoll,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet,c-liburing"
+	fullServers = "uring,uring-twin,uring-inline,uring-pinned,uring-busypoll,uring-hybrid,uring-reactor,uring-sqpoll,epoll,epoll-inline,std,netpoll,gnet,c-liburing"
 	fullConns   = "10,50,100,200,300,400,500,1000"
 	fullTurns   = 12 * time.Second
 	fullLoads   = "echo:1024:pp:max,echo:1024:pp:40000,echo:512:pp:max,echo:1024:p16:max,rpc:1024:pp:40000"

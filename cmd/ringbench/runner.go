@@ -60,25 +60,18 @@ func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []stri
 	switch srv.kind {
 	case "ringpoll":
 		engine, api := srv.name, "handler"
-		for _, variant := range []string{"-pinned", "-batch", "-busypoll", "-twin"} {
+		for _, variant := range []string{"-pinned", "-busypoll", "-twin"} {
 			engine = strings.TrimSuffix(engine, variant)
 		}
 		if srv.inline {
-			engine, api = strings.TrimSuffix(strings.TrimSuffix(srv.name, "-keep"), "-inline"), "inline"
+			engine, api = strings.TrimSuffix(srv.name, "-inline"), "inline"
 		}
 		argv := []string{r.bins.ringecho, "-addr", addr, "-engine", engine, "-api", api, "-proto", scenario, "-stats-file", statsFile}
 		if srv.pinned {
 			argv = append(argv, "-loop-cpus", cpuListArg(r.cfg.serverCPUs))
 		}
-		if srv.batch {
-			argv = append(argv, "-batch", "16", "-batch-wait", "50us")
-		}
 		if srv.busyPoll {
 			argv = append(argv, "-busy-poll", "50us")
-		}
-		if srv.keepP {
-			// env(1) execs ringecho, so the PID stays the server's.
-			argv = append([]string{"env", "GOMAXPROCS=2"}, append(argv, "-keep-p", "-loops", "1")...)
 		}
 		return argv
 	case "std":

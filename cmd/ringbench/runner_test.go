@@ -10,8 +10,7 @@ import (
 )
 
 // TestServerArgv: each ringpoll server name becomes the ringecho command
-// line it stands for; uring-inline-keep runs under env(1) with GOMAXPROCS=2
-// and one loop that keeps its P.
+// line it stands for.
 func TestServerArgv(t *testing.T) {
 	r := &runner{bins: bins{ringecho: "/b/ringecho", ringload: "/b/ringload", peerecho: "/b/peerecho", cEcho: "/b/uring_echo"}}
 	tail := []string{"-proto", "echo", "-stats-file", "/s.json"}
@@ -22,8 +21,6 @@ func TestServerArgv(t *testing.T) {
 		{"uring", append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...)},
 		{"uring-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "inline"}, tail...)},
 		{"epoll-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "epoll", "-api", "inline"}, tail...)},
-		{"uring-inline-keep", append(append([]string{"env", "GOMAXPROCS=2", "/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "inline"}, tail...), "-keep-p", "-loops", "1")},
-		{"uring-batch", append(append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...), "-batch", "16", "-batch-wait", "50us")},
 		{"uring-busypoll", append(append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...), "-busy-poll", "50us")},
 		{"std", []string{"/b/ringload", "-serve-std", "-addr", "A", "-proto", "echo"}},
 	} {

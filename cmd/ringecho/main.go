@@ -62,11 +62,8 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	api := fs.String("api", "handler", "handler (Server + nocopy Reader/Writer), inline (the handler on the event loop) or conn (goroutine per net.Conn); for UDP: inline, handler (a PacketServer), conn (a ringpoll PacketConn, one datagram per call), std or xnet")
 	proto := fs.String("proto", "echo", "echo (bytes back as they come) or rpc (length-prefixed requests and replies)")
 	loops := fs.Int("loops", 0, "event loops (0: the library default)")
-	batch := fs.Int("batch", 0, "io_uring loops sleep until this many completions are ready (ringpoll.WithCompletionBatch; 0: off)")
 	bufRing := fs.String("buffer-ring", "", "io_uring: the loops' provided buffers as count,size, e.g. 64,16384 (ringpoll.WithBufferRing; empty: the library default)")
-	batchWait := fs.Duration("batch-wait", 50*time.Microsecond, "with -batch, the longest a loop waits for the batch once a completion is ready")
 	busyPoll := fs.Duration("busy-poll", 0, "io_uring loops poll this long for work before they sleep (ringpoll.WithBusyPoll; 0: off)")
-	keepP := fs.Bool("keep-p", false, "io_uring loops keep their Go processor while they sleep (ringpoll.WithLoopKeepsP; needs GOMAXPROCS above -loops)")
 	grace := fs.Duration("grace", 5*time.Second, "how long shutdown waits for connections to finish")
 	statsFile := fs.String("stats-file", "", "on SIGUSR1, write the loops' summed counters to this file as JSON (for ringload -server-stats); for UDP, the datagrams received (also at start)")
 	reply := fs.Bool("reply", false, "UDP: send each datagram back to its sender (else only count them)")
@@ -115,12 +112,6 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 			return fmt.Errorf("-buffer-ring %q: want count,size, e.g. 64,16384", *bufRing)
 		}
 		opts = append(opts, ringpoll.WithBufferRing(count, size))
-	}
-	if *batch != 0 {
-		opts = append(opts, ringpoll.WithCompletionBatch(*batch, *batchWait))
-	}
-	if *keepP {
-		opts = append(opts, ringpoll.WithLoopKeepsP())
 	}
 	if *busyPoll != 0 {
 		opts = append(opts, ringpoll.WithBusyPoll(*busyPoll))
