@@ -15,7 +15,8 @@ type Dialer struct {
 	Timeout time.Duration
 	// LocalAddr is the local address to dial from; nil picks one.
 	LocalAddr net.Addr
-	// Options configure the connection (engine, limits, timeouts).
+	// Options configure the connection (engine, limits, timeouts): those
+	// Dial takes.
 	Options []Option
 }
 
@@ -37,7 +38,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (*Con
 	if err := checkNetwork(network); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	cfg, err := newConfig(d.Options)
+	cfg, err := configFor(inDial, d.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -29,17 +29,25 @@ var (
 	// no engine's (and so by a bad RINGPOLL_ENGINE).
 	ErrUnknownEngine = errors.New("ringpoll: unknown engine")
 
-	// ErrInvalidOption is wrapped by the error of Listen, Dial and
-	// NewServer when an option is malformed; the error names the option
-	// and its valid range.
+	// ErrInvalidOption is wrapped by the error of a call that takes
+	// options (Listen, Dial, NewServer, the packet and file calls) when
+	// an option is malformed; the error names the option and its valid
+	// range.
 	ErrInvalidOption = errors.New("ringpoll: invalid option")
+
+	// ErrOptionNotApplicable is wrapped by the error of a call given an
+	// option it does not take (see Option), or one that the engine named
+	// by WithEngine does not use; the error names the option and the
+	// call, and says where the option applies.
+	ErrOptionNotApplicable = errors.New("ringpoll: option not applicable")
 
 	// ErrNilHandler is returned by NewServer for a nil Handler.
 	ErrNilHandler = errors.New("ringpoll: NewServer: nil Handler")
 
 	// ErrListenerMismatch is wrapped by Serve's error for a listener it
 	// cannot serve: one not from Listen, or one on another engine than
-	// the Server's WithEngine.
+	// the Server's WithEngine, or made with other engine options
+	// (WithLoops, WithBufferRing...) than the Server was given.
 	ErrListenerMismatch = errors.New("ringpoll: the listener does not fit the Server")
 
 	// ErrNegativeCount is wrapped by the error of a Reader or Writer call

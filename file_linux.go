@@ -60,12 +60,15 @@ type File struct {
 // OpenFile opens the named file as os.OpenFile does (flag may include
 // O_DIRECT, whose reads and writes then need aligned buffers and
 // offsets), on the engine the options select (WithEngine; default auto).
+// Options: WithEngine, WithLogger, and the options that tune an engine
+// (WithLoops, WithBufferRing, WithLoopCPUs...), which select the engine a
+// File shares with the listeners and connections given the same.
 func OpenFile(name string, flag int, perm os.FileMode, opts ...Option) (*File, error) {
 	fd, err := unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
-	f, err := newFile(fd, name, opts)
+	f, err := newFile(inOpenFile, fd, name, opts)
 	if err != nil {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
@@ -74,7 +77,8 @@ func OpenFile(name string, flag int, perm os.FileMode, opts ...Option) (*File, e
 }
 
 // NewFile makes a File of a duplicate of f's descriptor: f stays open
-// and usable, and the File must be closed on its own.
+// and usable, and the File must be closed on its own. It takes the
+// options OpenFile takes.
 func NewFile(f *os.File, opts ...Option) (*File, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -90,7 +94,7 @@ func NewFile(f *os.File, opts ...Option) (*File, error) {
 	if derr != nil {
 		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: derr}
 	}
-	nf, err := newFile(fd, f.Name(), opts)
+	nf, err := newFile(inNewFile, fd, f.Name(), opts)
 	if err != nil {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: err}
@@ -98,8 +102,8 @@ func NewFile(f *os.File, opts ...Option) (*File, error) {
 	return nf, nil
 }
 
-func newFile(fd int, name string, opts []Option) (*File, error) {
-	cfg, err := newConfig(opts)
+func newFile(t taker, fd int, name string, opts []Option) (*File, error) {
+	cfg, err := configFor(t, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -15,12 +15,12 @@ type File struct{}
 
 // OpenFile fails off Linux.
 func OpenFile(name string, flag int, perm os.FileMode, opts ...Option) (*File, error) {
-	return nil, &os.PathError{Op: "open", Path: name, Err: errors.ErrUnsupported}
+	return nil, &os.PathError{Op: "open", Path: name, Err: unsupported(inOpenFile, opts)}
 }
 
 // NewFile fails off Linux.
 func NewFile(f *os.File, opts ...Option) (*File, error) {
-	return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: errors.ErrUnsupported}
+	return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: unsupported(inNewFile, opts)}
 }
 
 // Name returns "".

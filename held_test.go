@@ -171,7 +171,7 @@ func TestHeldSlicePaths(t *testing.T) {
 		for _, ring := range ltRings {
 			for _, side := range hpSides {
 				for _, p := range hpPaths {
-					t.Run(ring.name+"/"+side+"/"+p.name, func(t *testing.T) { hpRun(t, e, ring.opts, side, p) })
+					t.Run(ring.name+"/"+side+"/"+p.name, func(t *testing.T) { hpRun(t, e, ring.opts(e), side, p) })
 				}
 			}
 		}

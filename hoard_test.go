@@ -36,10 +36,10 @@ func TestHoardingClientStallsNobody(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, ring := range ltRings {
 			t.Run(ring.name, func(t *testing.T) {
-				ln := listen(t, e, "tcp", ring.opts...)
-				tsServeHandler(t, ln, tsEchoHandler, ring.opts...)
+				ln := listen(t, e, "tcp", ring.opts(e)...)
+				tsServeHandler(t, ln, tsEchoHandler, ring.opts(e)...)
 				copied0 := hoardCopied(ln)
-				c := tsDialRing(t, e, "tcp", ln.Addr().String(), ring.opts...)
+				c := tsDialRing(t, e, "tcp", ln.Addr().String(), ring.opts(e)...)
 				c.SetDeadline(time.Now().Add(tsTimeout))
 				r, w := c.Reader(), c.Writer()
 				held := make([][]byte, 0, hoardRounds)
@@ -85,10 +85,10 @@ func TestHoardingHandlerStallsNobody(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, ring := range ltRings {
 			t.Run(ring.name, func(t *testing.T) {
-				echoLn := listen(t, e, "tcp", ring.opts...)
-				tsServeHandler(t, echoLn, tsEchoHandler, ring.opts...)
+				echoLn := listen(t, e, "tcp", ring.opts(e)...)
+				tsServeHandler(t, echoLn, tsEchoHandler, ring.opts(e)...)
 				copied0 := hoardCopied(echoLn)
-				ln := listen(t, e, "tcp", ring.opts...)
+				ln := listen(t, e, "tcp", ring.opts(e)...)
 				half := make(chan struct{})
 				tsServeHandler(t, ln, func(ctx context.Context, c *Conn) error {
 					r := c.Reader()
@@ -110,7 +110,7 @@ func TestHoardingHandlerStallsNobody(t *testing.T) {
 					}
 					_, err := c.Write([]byte("ok\n"))
 					return err
-				}, ring.opts...)
+				}, ring.opts(e)...)
 				up := tsDialStd(t, "tcp", ln.Addr().String())
 				up.SetDeadline(time.Now().Add(tsTimeout))
 				for range upload / 2 / 4096 {
@@ -169,7 +169,7 @@ func TestSliceReleaseFreesAll(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, closeFirst := range []bool{false, true} {
 			t.Run(fmt.Sprintf("close-first=%v", closeFirst), func(t *testing.T) {
-				c, peer := tsPair(t, e, "tcp", tsAccepted, ltRings[0].opts...)
+				c, peer := tsPair(t, e, "tcp", tsAccepted, ltRings[0].opts(e)...)
 				if _, err := peer.Write(hoardLine); err != nil {
 					t.Fatal(err)
 				}
@@ -217,7 +217,7 @@ func TestHoardingReadersShareTheRing(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, ring := range ltRings {
 			t.Run(ring.name, func(t *testing.T) {
-				ln := listen(t, e, "tcp", ring.opts...)
+				ln := listen(t, e, "tcp", ring.opts(e)...)
 				type result struct {
 					b   []byte
 					err error

@@ -32,7 +32,7 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 	if err := checkNetwork(network); err != nil {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := configFor(inListen, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,17 @@ import (
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
-// Option configures Listen, Dial, a Dialer or NewServer. Options are
-// checked when used: a malformed one makes the call fail with an error that
-// names it.
+// Option configures the calls that take options: Listen, Dial (and a
+// Dialer), NewServer, ListenPacket, DialPacket, ListenPacketGroup,
+// NewPacketServer, OpenFile and NewFile. Each option's doc says which of
+// them take it. Options are checked when used: a malformed one makes the
+// call fail with an error that names it and wraps ErrInvalidOption, and
+// one the call does not take (WithGRO given to Listen), or that the
+// engine named by WithEngine does not use (WithBusyPoll on EngineEpoll),
+// with an error that names both and wraps ErrOptionNotApplicable. Under
+// EngineAuto (the default) such engine options are accepted, and have no
+// effect on an engine that does not use them: which engine auto picks
+// depends on the machine. Of two options of one kind, the later wins.
 type Option func(*config)
 
 // Defaults for the options.
@@ -43,6 +51,7 @@ type config struct {
 	batch     [2]int // WithPacketBatch: count, size; 0: defaults
 	gro       bool   // WithGRO
 	noGSO     bool   // WithoutGSO
+	given     uint32 // the exported options given, bit optionID (options_take.go)
 	err       error
 
 	// pc is pollConfig's result, made once when the options are applied
@@ -120,9 +129,14 @@ func (c *config) pollConfig() poll.Config {
 	}
 }
 
-// WithEngine selects the I/O engine. Default: EngineAuto.
+// WithEngine selects the I/O engine. Default: EngineAuto. Every call that
+// takes options takes it; NewServer's must match the engine of the
+// listeners it serves, and the packet calls other than NewPacketServer
+// only check that the engine can run here (a PacketConn moves datagrams
+// with system calls of its own).
 func WithEngine(e Engine) Option {
 	return func(c *config) {
+		c.give(optEngine)
 		if int(e) >= len(engineNames) {
 			c.fail("WithEngine(%d): unknown engine", uint8(e))
 			return
@@ -133,9 +147,14 @@ func WithEngine(e Engine) Option {
 
 // WithLoops sets the number of event loops that connections are spread
 // over. Default: max(1, NumCPU/20), the rule cloudwego/netpoll uses. Engines
-// with different loop counts run separately.
+// with different loop counts run separately. Taken by Listen, Dial,
+// OpenFile and NewFile (a File opened with the engine options of a
+// listener runs on its loops), and by NewServer, whose Serve then refuses
+// a listener made with another count: its connections live on the
+// listener's engine.
 func WithLoops(n int) Option {
 	return func(c *config) {
+		c.give(optLoops)
 		if n < 1 || n > 1024 {
 			c.fail("WithLoops(%d): the loop count must be between 1 and 1024", n)
 			return
@@ -147,9 +166,13 @@ func WithLoops(n int) Option {
 // WithInputHighWater sets, in bytes, how much input one connection may hold
 // (buffered, or consumed but not released) before its loop stops reading the
 // socket; reading resumes under half of it. TCP flow control then slows the
-// peer. Default: DefaultInputHighWater (4 MiB). Minimum 4096.
+// peer. Default: DefaultInputHighWater (4 MiB). Minimum 4096. Taken by
+// Listen, Dial and NewServer (over the listener's).
 func WithInputHighWater(n int) Option {
-	return func(c *config) { c.setMark(&c.inHigh, "WithInputHighWater", n) }
+	return func(c *config) {
+		c.give(optInputHighWater)
+		c.setMark(&c.inHigh, "WithInputHighWater", n)
+	}
 }
 
 // WithOutputHighWater sets, in bytes, how much output one connection may
@@ -157,8 +180,12 @@ func WithInputHighWater(n int) Option {
 // yet: its memory is held whole until then); a Write or Flush beyond it
 // blocks (bounded by the write deadline) until the output held falls under
 // half of it. Default: DefaultOutputHighWater (4 MiB). Minimum 4096.
+// Taken by Listen, Dial and NewServer (over the listener's).
 func WithOutputHighWater(n int) Option {
-	return func(c *config) { c.setMark(&c.outHigh, "WithOutputHighWater", n) }
+	return func(c *config) {
+		c.give(optOutputHighWater)
+		c.setMark(&c.outHigh, "WithOutputHighWater", n)
+	}
 }
 
 // setMark sets a high-water mark of at least one 4 KiB buffer: a smaller one
@@ -175,9 +202,13 @@ func (c *config) setMark(dst *int, option string, n int) {
 // for d, whichever way it was made: accepted from a Listener, served by a
 // Server, or dialed (Dial, Dialer). The close is Close's, and the
 // connection's calls then fail with ErrIdleTimeout, which also matches
-// net.ErrClosed. Default: 0, never.
+// net.ErrClosed. Default: 0, never. Taken by Listen, Dial and NewServer
+// (over the listener's).
 func WithIdleTimeout(d time.Duration) Option {
-	return func(c *config) { c.setDuration(&c.idle, "WithIdleTimeout", d) }
+	return func(c *config) {
+		c.give(optIdleTimeout)
+		c.setDuration(&c.idle, "WithIdleTimeout", d)
+	}
 }
 
 // WithDrainTimeout bounds how long a closed connection keeps sending the
@@ -186,9 +217,13 @@ func WithIdleTimeout(d time.Duration) Option {
 // with a FIN, so that the peer reads ECONNRESET instead of a short stream
 // that looks complete (a Unix socket has no reset: its peer reads EOF).
 // LoopStats.DrainsExpired counts those connections. Default:
-// DefaultDrainTimeout (5 s).
+// DefaultDrainTimeout (5 s). Taken by Listen, Dial and NewServer (over
+// the listener's).
 func WithDrainTimeout(d time.Duration) Option {
-	return func(c *config) { c.setDuration(&c.drain, "WithDrainTimeout", d) }
+	return func(c *config) {
+		c.give(optDrainTimeout)
+		c.setDuration(&c.drain, "WithDrainTimeout", d)
+	}
 }
 
 // setDuration sets a duration option that must not be negative.
@@ -221,15 +256,21 @@ func (c *config) setDuration(dst *time.Duration, option string, d time.Duration)
 //
 // Deadlines do not apply. Work that may block (a database call, a big
 // computation) belongs on a goroutine of its own, which writes through the
-// Writer when done. Listen and Dial ignore this option.
+// Writer when done. Taken by NewServer and NewPacketServer (whose readers
+// then call the handler themselves; see PacketServer).
 func WithInlineHandler() Option {
-	return func(c *config) { c.inline = true }
+	return func(c *config) {
+		c.give(optInlineHandler)
+		c.inline = true
+	}
 }
 
 // WithLogger sets the logger for rare events (an engine starting, a fallback,
 // accept errors a Server retries, a handler's panic). Default: none.
+// Every call that takes options takes it.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
+		c.give(optLogger)
 		if l == nil {
 			c.fail("WithLogger(nil): pass a logger")
 			return
@@ -258,9 +299,12 @@ func WithLogger(l *slog.Logger) Option {
 // or not released: past that, what it receives is copied out of the ring
 // (LoopStats.BuffersCopied), so that a reader that holds its input, or
 // reads slowly, never leaves the loop's other connections without
-// buffers. Epoll and uring-reactor ignore it.
+// buffers. Taken where WithLoops is, on the engines that receive into
+// it: uring, uring-hybrid and uring-sqpoll (epoll and uring-reactor read
+// into memory of their own).
 func WithBufferRing(count, size int) Option {
 	return func(c *config) {
+		c.give(optBufferRing)
 		if count < 1 || count > 1<<15 || count&(count-1) != 0 {
 			c.fail("WithBufferRing(%d, %d): the count must be a power of two from 1 to 32768", count, size)
 			return
@@ -275,10 +319,12 @@ func WithBufferRing(count, size int) Option {
 
 // WithSQPollIdle sets how long the kernel's SQPOLL thread of a
 // uring-sqpoll loop keeps polling after the last submission before it
-// sleeps (whole milliseconds, 1 ms to 10 s). Default: 10 ms. Other engines
-// ignore it.
+// sleeps (whole milliseconds, 1 ms to 10 s). Default: 10 ms. Taken where
+// WithLoops is, on engine uring-sqpoll (or auto, which picks it only when
+// RINGPOLL_ENGINE says so).
 func WithSQPollIdle(d time.Duration) Option {
 	return func(c *config) {
+		c.give(optSQPollIdle)
 		if d < time.Millisecond || d > 10*time.Second {
 			c.fail("WithSQPollIdle(%v): must be from 1ms to 10s", d)
 			return
@@ -289,9 +335,12 @@ func WithSQPollIdle(d time.Duration) Option {
 
 // WithSQPollCPU pins the kernel's SQPOLL thread of uring-sqpoll loops to
 // cpu. Give it a core the application does not use: the thread spins while
-// traffic flows. Default: not pinned. Other engines ignore it.
+// traffic flows. Default: not pinned. Taken where WithLoops is, on engine
+// uring-sqpoll (or auto, which picks it only when RINGPOLL_ENGINE says
+// so).
 func WithSQPollCPU(cpu int) Option {
 	return func(c *config) {
+		c.give(optSQPollCPU)
 		if cpu < 0 || cpu >= 1<<16 {
 			c.fail("WithSQPollCPU(%d): not a CPU number", cpu)
 			return
@@ -305,13 +354,14 @@ func WithSQPollCPU(cpu int) Option {
 // taking the network's interrupts and softirqs: `ringtune plan` says which.
 // An io_uring loop then locks its thread and pins it; a PacketServer pins
 // the reader of socket i the same way (with WithCPUSteering, socket i gets
-// the datagrams CPU i received). A
-// uring-sqpoll loop's kernel SQ thread goes to its loop's CPU, unless
-// WithSQPollCPU puts all of them elsewhere. epoll loops wait in Go's poller,
-// on no thread of their own, and are not pinned. Each CPU must be one this
-// process may run on.
+// the datagrams CPU i received). A uring-sqpoll loop's kernel SQ thread
+// goes to its loop's CPU, unless WithSQPollCPU puts all of them
+// elsewhere. Each CPU must be one this process may run on. Taken where
+// WithLoops is, on the io_uring engines (epoll loops wait in Go's poller,
+// on no thread of their own to pin), and by NewPacketServer on any engine.
 func WithLoopCPUs(cpus ...int) Option {
 	return func(c *config) {
+		c.give(optLoopCPUs)
 		if len(cpus) == 0 || len(cpus) > 1024 {
 			c.fail("WithLoopCPUs(%v): want 1 to 1024 CPUs", cpus)
 			return
@@ -358,11 +408,14 @@ func parseCPUList(s string) []int {
 // measures what it buys. A default (not locked) loop lets other
 // goroutines run between looks; a locked one (WithLoopCPUs) does not, so
 // goroutines waiting for its P wait up to d. d is from 1µs to 10ms.
-// Default: off, the loop sleeps as soon as it has nothing to do. Epoll
-// and uring-sqpoll ignore it (an sqpoll loop always polls 50µs before it
-// sleeps), and so do PacketConns and a PacketServer's readers.
+// Default: off, the loop sleeps as soon as it has nothing to do. Taken
+// where WithLoops is, on engines uring, uring-hybrid and uring-reactor
+// (epoll's loops wait in Go's poller; an sqpoll loop always polls 50µs
+// before it sleeps). PacketConns and a PacketServer's readers have no
+// such loop, and their calls do not take it.
 func WithBusyPoll(d time.Duration) Option {
 	return func(c *config) {
+		c.give(optBusyPoll)
 		if d < time.Microsecond || d > 10*time.Millisecond {
 			c.fail("WithBusyPoll(%v): must be from 1µs to 10ms", d)
 			return

@@ -116,9 +116,11 @@ func checkPacketNetwork(network string) error {
 // datagrams over them by a hash of source and destination (so one busy
 // peer lands on one socket: the spread is only as even as the peers are
 // many). On ListenPacket it only sets SO_REUSEPORT, so that other sockets
-// may join. 1 <= n <= 1024.
+// may join. 1 <= n <= 1024. Taken by ListenPacket, ListenPacketGroup
+// (default there: GOMAXPROCS sockets) and NewPacketServer.
 func WithReusePort(n int) Option {
 	return func(c *config) {
+		c.give(optReusePort)
 		if n < 1 || n > 1024 {
 			c.fail("WithReusePort(%d): the socket count must be between 1 and 1024", n)
 			return
@@ -131,15 +133,22 @@ func WithReusePort(n int) Option {
 // socket whose index is the number of the CPU that received it, modulo
 // the group's size (a classic BPF program, SO_ATTACH_REUSEPORT_CBPF):
 // with one socket per CPU, a datagram is read where its softirq ran.
+// Taken by ListenPacketGroup and NewPacketServer, whose ListenAndServe
+// then opens a group even without WithReusePort (of GOMAXPROCS sockets,
+// as ListenPacketGroup does).
 func WithCPUSteering() Option {
-	return func(c *config) { c.steerCPU = true }
+	return func(c *config) {
+		c.give(optCPUSteering)
+		c.steerCPU = true
+	}
 }
 
 // WithPacketBatch sets the shape of the batches a PacketServer reads: count
 // datagrams of up to size bytes each (see NewBatch). Default:
-// DefaultBatchPackets of DefaultPacketSize.
+// DefaultBatchPackets of DefaultPacketSize. Taken by NewPacketServer.
 func WithPacketBatch(count, size int) Option {
 	return func(c *config) {
+		c.give(optPacketBatch)
 		if count < 1 || count > 1024 || size < 1 || size > 65535 {
 			c.fail("WithPacketBatch(%d, %d): want 1 to 1024 datagrams of 1 to 65535 bytes", count, size)
 			return
@@ -154,9 +163,14 @@ func WithPacketBatch(count, size int) Option {
 // MaxPacketSize slots, as a coalesced receive holds up to 64 KiB; single
 // reads (ReadFrom) still return one datagram each, through a buffer of the
 // PacketConn's own. A kernel without UDP_GRO ignores it
-// (PacketStats.GRO says).
+// (PacketStats.GRO says). Taken by ListenPacket, DialPacket,
+// ListenPacketGroup and NewPacketServer (for the sockets ListenAndServe
+// opens).
 func WithGRO() Option {
-	return func(c *config) { c.gro = true }
+	return func(c *config) {
+		c.give(optGRO)
+		c.gro = true
+	}
 }
 
 // WithoutGSO makes WriteBatch send each datagram as a message of its own,
@@ -164,7 +178,12 @@ func WithGRO() Option {
 // used where the kernel knows UDP_SEGMENT, which each socket asks once
 // when it is opened (getsockopt(2)), and a run the kernel refuses to cut
 // is sent again datagram by datagram (PacketStats.GSOFallbacks); this
-// turns it off for the socket from the start.
+// turns it off for the socket from the start. Taken by ListenPacket,
+// DialPacket, ListenPacketGroup and NewPacketServer (for the sockets
+// ListenAndServe opens).
 func WithoutGSO() Option {
-	return func(c *config) { c.noGSO = true }
+	return func(c *config) {
+		c.give(optWithoutGSO)
+		c.noGSO = true
+	}
 }

@@ -91,9 +91,10 @@ var (
 
 // ListenPacket opens a UDP socket on the local address, as
 // net.ListenPacket does for "udp", "udp4" and "udp6". Options: WithEngine,
-// WithReusePort (so that other sockets may share the address).
+// WithLogger, WithReusePort (so that other sockets may share the address),
+// WithGRO, WithoutGSO.
 func ListenPacket(network, address string, opts ...Option) (*PacketConn, error) {
-	cfg, err := packetConfig(network, opts)
+	cfg, err := packetConfig(inListenPacket, network, opts)
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
@@ -113,9 +114,10 @@ func listenPacket(network, address string, cfg *config) (*PacketConn, error) {
 // for "udp", "udp4" and "udp6": Read, Write and batches without addresses
 // then go to and come from that peer only, and ICMP errors the peer's host
 // sends back (port unreachable) fail later reads and writes with
-// syscall.ECONNREFUSED, as on a net.UDPConn.
+// syscall.ECONNREFUSED, as on a net.UDPConn. Options: WithEngine,
+// WithLogger, WithGRO, WithoutGSO.
 func DialPacket(network, address string, opts ...Option) (*PacketConn, error) {
-	cfg, err := packetConfig(network, opts)
+	cfg, err := packetConfig(inDialPacket, network, opts)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
@@ -127,11 +129,11 @@ func DialPacket(network, address string, opts ...Option) (*PacketConn, error) {
 	return newPacketConn(c.(*net.UDPConn), network, true, cfg)
 }
 
-func packetConfig(network string, opts []Option) (*config, error) {
+func packetConfig(t taker, network string, opts []Option) (*config, error) {
 	if err := checkPacketNetwork(network); err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := configFor(t, opts)
 	if err != nil {
 		return nil, err
 	}

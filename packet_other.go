@@ -18,12 +18,21 @@ type Batch struct{}
 
 // ListenPacket fails off Linux.
 func ListenPacket(network, address string, opts ...Option) (*PacketConn, error) {
-	return nil, &net.OpError{Op: "listen", Net: network, Err: errors.ErrUnsupported}
+	return nil, &net.OpError{Op: "listen", Net: network, Err: unsupported(inListenPacket, opts)}
 }
 
 // DialPacket fails off Linux.
 func DialPacket(network, address string, opts ...Option) (*PacketConn, error) {
-	return nil, &net.OpError{Op: "dial", Net: network, Err: errors.ErrUnsupported}
+	return nil, &net.OpError{Op: "dial", Net: network, Err: unsupported(inDialPacket, opts)}
+}
+
+// unsupported is the error of constructor t off Linux: its options' own,
+// as on Linux, or errors.ErrUnsupported.
+func unsupported(t taker, opts []Option) error {
+	if _, err := configFor(t, opts); err != nil {
+		return err
+	}
+	return errors.ErrUnsupported
 }
 
 // NewBatch fails off Linux.

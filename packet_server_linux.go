@@ -141,13 +141,12 @@ const psDepth = 4
 // NewPacketServer makes a server for h. Options: WithInlineHandler,
 // WithLoopCPUs (pins the reader of socket i to CPU i mod n),
 // WithPacketBatch, and for the sockets ListenAndServe opens WithReusePort,
-// WithCPUSteering, WithGRO and WithoutGSO; also
-// WithEngine, WithLogger.
+// WithCPUSteering, WithGRO and WithoutGSO; also WithEngine, WithLogger.
 func NewPacketServer(h PacketHandler, opts ...Option) (*PacketServer, error) {
 	if h == nil {
 		return nil, errors.New("ringpoll: NewPacketServer: nil PacketHandler")
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := configFor(inNewPacketServer, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -165,13 +164,13 @@ func NewPacketServer(h PacketHandler, opts ...Option) (*PacketServer, error) {
 	return s, nil
 }
 
-// ListenAndServe opens the sockets (one, or a WithReusePort group) on
-// the address and serves them until Shutdown or Close, returning
-// ErrServerClosed then.
+// ListenAndServe opens the sockets (one, or a group with WithReusePort
+// or WithCPUSteering) on the address and serves them until Shutdown or
+// Close, returning ErrServerClosed then.
 func (s *PacketServer) ListenAndServe(network, address string) error {
 	var conns []*PacketConn
 	var err error
-	if s.cfg.reusePort > 0 {
+	if s.cfg.reusePort > 0 || s.cfg.steerCPU {
 		conns, err = listenPacketGroup(network, address, s.cfg)
 	} else {
 		var c *PacketConn
@@ -500,9 +499,11 @@ func (s *PacketServer) closeConns() {
 // first bound to the address asked (port 0 picks one) and the rest to the
 // same. The kernel spreads datagrams over them by a hash of the addresses,
 // or, with WithCPUSteering, by the CPU that received them. Serve them with
-// a PacketServer, or read each on a goroutine of its own.
+// a PacketServer, or read each on a goroutine of its own. Options:
+// WithEngine, WithLogger, WithReusePort, WithCPUSteering, WithGRO,
+// WithoutGSO.
 func ListenPacketGroup(network, address string, opts ...Option) ([]*PacketConn, error) {
-	cfg, err := packetConfig(network, opts)
+	cfg, err := packetConfig(inListenPacketGroup, network, opts)
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
@@ -510,8 +511,12 @@ func ListenPacketGroup(network, address string, opts ...Option) ([]*PacketConn, 
 }
 
 func listenPacketGroup(network, address string, cfg *config) ([]*PacketConn, error) {
-	if cfg.reusePort == 0 {
-		cfg.reusePort = runtime.GOMAXPROCS(0)
+	n := cfg.reusePort
+	if n == 0 {
+		n = runtime.GOMAXPROCS(0)
+		c := *cfg
+		c.reusePort = n // for packetControl: SO_REUSEPORT
+		cfg = &c
 	}
 	lc := net.ListenConfig{Control: cfg.packetControl}
 	var conns []*PacketConn
@@ -521,7 +526,7 @@ func listenPacketGroup(network, address string, cfg *config) ([]*PacketConn, err
 		}
 		return nil, err
 	}
-	for i := range cfg.reusePort {
+	for i := range n {
 		pc, err := lc.ListenPacket(context.Background(), network, address)
 		if err != nil {
 			return fail(err)

@@ -39,7 +39,7 @@ func TestPoisonReleasedInput(t *testing.T) {
 				t.Run(ring.name+"/"+string(side), func(t *testing.T) {
 					provided := e == EngineUring || e == EngineUringHybrid || e == EngineUringSQPoll
 					whole := ring.name == "whole" || !uringp.Incremental()
-					poisonReleased(t, e, ring.opts, side, provided && whole)
+					poisonReleased(t, e, ring.opts(e), side, provided && whole)
 				})
 			}
 		}

@@ -59,13 +59,15 @@ type Server struct {
 }
 
 // NewServer returns a Server that runs h. The options set the limits of the
-// connections it serves, over those of the listener (WithEngine, if given,
-// must match the listener's engine).
+// connections it serves, over those of the listener. The engine options
+// (WithEngine, WithLoops, WithBufferRing...), which the listener's engine
+// was made with, are requirements: Serve refuses a listener whose engine
+// was made otherwise.
 func NewServer(h Handler, opts ...Option) (*Server, error) {
 	if h == nil {
 		return nil, ErrNilHandler
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := configFor(inNewServer, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +101,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		if want != l.Engine() {
 			return fmt.Errorf("%w: the Server wants engine %s but the listener runs %s", ErrListenerMismatch, want, l.Engine())
 		}
+	}
+	if name := engineMismatch(s.cfg, l.cfg); name != "" {
+		return fmt.Errorf("%w: the Server's %s differs from the listener's", ErrListenerMismatch, name)
 	}
 	if !s.track(l) {
 		return ErrServerClosed

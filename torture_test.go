@@ -230,7 +230,7 @@ func (s *ttSeq) plan() {
 	rng := s.rng
 	s.style = []string{"accept", "handler", "dial"}[rng.IntN(3)]
 	ring := ltRings[rng.IntN(len(ltRings))]
-	s.opts = append([]Option{WithEngine(s.e), WithDrainTimeout(2 * tsTimeout)}, ring.opts...)
+	s.opts = append([]Option{WithEngine(s.e), WithDrainTimeout(2 * tsTimeout)}, ring.opts(s.e)...)
 	marks := ""
 	if rng.IntN(2) == 0 {
 		n := []int{16 << 10, 64 << 10}[rng.IntN(2)]

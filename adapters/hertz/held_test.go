@@ -43,8 +43,12 @@ func TestHeldAfterClose(t *testing.T) {
 			return c.Next(held)
 		}},
 	}
-	forEachEngine(t, func(t *testing.T, opts []ringpoll.Option) {
-		opts = append(opts, ringpoll.WithBufferRing(8, 4096))
+	forEachEngineOf(t, func(t *testing.T, e ringpoll.Engine, opts []ringpoll.Option) {
+		// A small ring where the engine receives into one: epoll and
+		// uring-reactor, which read into memory of their own, refuse it.
+		if e != ringpoll.EngineEpoll && e != ringpoll.EngineUringReactor {
+			opts = append(opts, ringpoll.WithBufferRing(8, 4096))
+		}
 		echo := heldEchoServer(t, opts)
 		for _, p := range paths {
 			t.Run(p.name, func(t *testing.T) {

@@ -37,6 +37,12 @@ func TestMain(m *testing.M) {
 // io_uring cannot run.
 func forEachEngine(t *testing.T, f func(t *testing.T, opts []ringpoll.Option)) {
 	t.Helper()
+	forEachEngineOf(t, func(t *testing.T, _ ringpoll.Engine, opts []ringpoll.Option) { f(t, opts) })
+}
+
+// forEachEngineOf is forEachEngine, telling f the engine too.
+func forEachEngineOf(t *testing.T, f func(t *testing.T, e ringpoll.Engine, opts []ringpoll.Option)) {
+	t.Helper()
 	for _, name := range engineNames {
 		t.Run(name, func(t *testing.T) {
 			e, err := ringpoll.ParseEngine(name)
@@ -50,7 +56,7 @@ func forEachEngine(t *testing.T, f func(t *testing.T, opts []ringpoll.Option)) {
 			}
 			// One loop: the tests' connections share it, as a busy
 			// server's do.
-			f(t, []ringpoll.Option{ringpoll.WithEngine(e), ringpoll.WithLoops(1)})
+			f(t, e, []ringpoll.Option{ringpoll.WithEngine(e), ringpoll.WithLoops(1)})
 		})
 	}
 }

@@ -61,8 +61,10 @@ func NewTransporter(options *config.Options) network.Transporter {
 //
 //	server.WithTransport(hertz.NewTransporterWith(ringpoll.WithEngine(ringpoll.EngineEpoll)))
 //
-// WithInlineHandler must not be among them: Hertz's server waits for
-// input inside its handler, which an event loop must never do.
+// They go to ringpoll.Listen (unless Options.Listener gave the listener)
+// and NewServer, so they are those Listen takes. WithInlineHandler must
+// not be among them: Hertz's server waits for input inside its handler,
+// which an event loop must never do.
 func NewTransporterWith(opts ...ringpoll.Option) func(*config.Options) network.Transporter {
 	opts = append([]ringpoll.Option(nil), opts...)
 	return func(options *config.Options) network.Transporter {

@@ -58,14 +58,15 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 	var local net.Addr
 	switch s.api {
 	case "inline", "handler":
-		opts := append([]ringpoll.Option{ringpoll.WithEngine(s.engine), ringpoll.WithLogger(s.log)}, s.placement...)
+		opts := []ringpoll.Option{ringpoll.WithEngine(s.engine), ringpoll.WithLogger(s.log)}
+		sockOpts := opts[:len(opts):len(opts)]
 		if s.sockets > 1 {
-			opts = append(opts, ringpoll.WithReusePort(s.sockets))
+			sockOpts = append(sockOpts, ringpoll.WithReusePort(s.sockets))
 		}
 		if s.gro {
-			opts = append(opts, ringpoll.WithGRO())
+			sockOpts = append(sockOpts, ringpoll.WithGRO())
 		}
-		conns, err := ringpoll.ListenPacketGroup(s.network, s.addr, opts...)
+		conns, err := ringpoll.ListenPacketGroup(s.network, s.addr, sockOpts...)
 		if err != nil {
 			return err
 		}
@@ -74,10 +75,11 @@ func (s *udpServer) run(ready func(net.Addr)) error {
 				return err
 			}
 		}
+		srvOpts := append(opts[:len(opts):len(opts)], s.placement...)
 		if s.api == "inline" {
-			opts = append(opts, ringpoll.WithInlineHandler())
+			srvOpts = append(srvOpts, ringpoll.WithInlineHandler())
 		}
-		srv, err := ringpoll.NewPacketServer(ringpoll.PacketHandlerFunc(s.handle), opts...)
+		srv, err := ringpoll.NewPacketServer(ringpoll.PacketHandlerFunc(s.handle), srvOpts...)
 		if err != nil {
 			return err
 		}

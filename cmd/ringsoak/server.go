@@ -51,13 +51,17 @@ type echoServer struct {
 }
 
 // serverOptions are the options of a run's listener: the engine and the
-// limits under test.
+// limits under test. The buffer ring only for the engines that receive
+// into one: the others refuse WithBufferRing.
 func serverOptions(e ringpoll.Engine, cfg *config) []ringpoll.Option {
 	opts := []ringpoll.Option{
 		ringpoll.WithEngine(e),
 		ringpoll.WithInputHighWater(cfg.inputHW),
 		ringpoll.WithOutputHighWater(cfg.outputHW),
-		ringpoll.WithBufferRing(cfg.ringCount, cfg.ringSize),
+	}
+	switch e {
+	case ringpoll.EngineAuto, ringpoll.EngineUring, ringpoll.EngineUringHybrid, ringpoll.EngineUringSQPoll:
+		opts = append(opts, ringpoll.WithBufferRing(cfg.ringCount, cfg.ringSize))
 	}
 	if cfg.loops > 0 {
 		opts = append(opts, ringpoll.WithLoops(cfg.loops))
