@@ -519,6 +519,11 @@ func muPacketServer(t *testing.T, e Engine, how string) {
 		{method: "Serve", args: "nil", want: muClosed, call: func(s *PacketServer) error { return s.Serve(nil) }},
 		{method: "ListenAndServe", args: `"udp4", addr`, want: muClosed, call: func(s *PacketServer) error { return s.ListenAndServe("udp4", "127.0.0.1:0") }},
 		{method: "ListenAndServe", args: `"", ""`, want: muError, call: func(s *PacketServer) error { return s.ListenAndServe("", "") }},
+		// nil if the Serve above was refused before it took its socket.
+		{method: "Addr", want: muValue, call: func(s *PacketServer) error {
+			a, ok := s.Addr().(*net.UDPAddr)
+			return muIs(s.Addr() == nil || ok && a.Port != 0, "Addr is %v", s.Addr())
+		}},
 	}
 	muRun(t, ErrServerClosed, func() *PacketServer { return s }, calls)
 }

@@ -128,6 +128,7 @@ type PacketServer struct {
 
 	mu      sync.Mutex
 	conns   map[*PacketConn]struct{}
+	addr    net.Addr             // the first socket's served (Addr)
 	rings   []*uringp.PacketRing // readers to stop with the sockets
 	closed  bool
 	readers sync.WaitGroup
@@ -183,6 +184,17 @@ func (s *PacketServer) ListenAndServe(network, address string) error {
 	return s.Serve(conns...)
 }
 
+// Addr returns the local address of the first socket the server served:
+// the one ListenAndServe opened (a WithReusePort group's sockets share
+// it), so that a server listening on port 0 tells which port it got, or
+// the first PacketConn given to Serve. It is nil until then, and stays
+// set after Shutdown and Close. It is safe for concurrent use.
+func (s *PacketServer) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
 var errNilPacketConn = errors.New("ringpoll: PacketServer.Serve: nil PacketConn")
 
 // Serve reads each PacketConn on a goroutine of its own and hands what
@@ -206,6 +218,9 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 		s.mu.Unlock()
 		return errNilPacketConn
 	}
+	if s.addr == nil && len(conns) > 0 {
+		s.addr = conns[0].LocalAddr()
+	}
 	ended := make(chan error, len(conns))
 	for i, c := range conns {
 		s.conns[c] = struct{}{}
@@ -213,6 +228,7 @@ func (s *PacketServer) Serve(conns ...*PacketConn) error {
 		go func() { ended <- s.read(c, i) }()
 	}
 	s.mu.Unlock()
+	poll.Hook(poll.HookPacketServing, nil)
 	var err error
 	for range conns {
 		select {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // psServe serves conns with a PacketServer for h until the test ends,
@@ -402,4 +405,68 @@ func sendFromCPU(cpu int, addr string, n int) error {
 		errc <- nil
 	}()
 	return <-errc
+}
+
+// TestPacketServerAddr: a PacketServer told to listen on port 0 says
+// where it listens once it serves (Addr is nil before, and stays set
+// after Shutdown), and a client sending there gets the reply; with
+// WithCPUSteering alone ListenAndServe opens a group of GOMAXPROCS
+// sockets on that address, as ListenPacketGroup does.
+func TestPacketServerAddr(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, mode := range []string{"one", "steering"} {
+			t.Run(mode, func(t *testing.T) {
+				opts, sockets := []Option{WithEngine(e)}, 1
+				if mode == "steering" {
+					opts, sockets = append(opts, WithCPUSteering()), runtime.GOMAXPROCS(0)
+				}
+				s, err := NewPacketServer(psEcho, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a := s.Addr(); a != nil {
+					t.Fatalf("Addr before ListenAndServe = %v, want nil", a)
+				}
+				serving := make(chan struct{}, 1)
+				defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
+					if p == poll.HookPacketServing {
+						select {
+						case serving <- struct{}{}:
+						default:
+						}
+					}
+				})()
+				served := make(chan error, 1)
+				go func() { served <- s.ListenAndServe("udp4", "127.0.0.1:0") }()
+				tsRecv(t, serving, "ListenAndServe to serve")
+				a, ok := s.Addr().(*net.UDPAddr)
+				if !ok || a.Port == 0 || !a.IP.Equal(net.IPv4(127, 0, 0, 1)) {
+					t.Fatalf("Addr while serving = %v, want 127.0.0.1 and the port it got", s.Addr())
+				}
+				s.mu.Lock()
+				n := len(s.conns)
+				s.mu.Unlock()
+				if n != sockets {
+					t.Errorf("ListenAndServe serves %d sockets, want %d", n, sockets)
+				}
+				client, err := net.DialUDP("udp4", nil, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer client.Close()
+				if err := tsEchoOnce(client, "where are you?"); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if err := tsRecv(t, served, "ListenAndServe to return"); !errors.Is(err, ErrServerClosed) {
+					t.Errorf("ListenAndServe returned %v, want ErrServerClosed", err)
+				}
+				if s.Addr() != a {
+					t.Errorf("Addr after Shutdown = %v, want %v", s.Addr(), a)
+				}
+			})
+		}
+	})
 }

@@ -52,6 +52,10 @@ const (
 	// readers and is about to wait for the handlers running, on
 	// Shutdown's goroutine; fd is nil.
 	HookPacketShutdownWaits
+	// HookPacketServing: PacketServer.Serve has taken its sockets (Addr
+	// answers) and started their readers, on Serve's goroutine; fd is
+	// nil.
+	HookPacketServing
 )
 
 // testHook is the hook a test set, or nil.
