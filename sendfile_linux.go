@@ -35,6 +35,10 @@ import (
 // CPU than sendfile(2) at every size measured (docs/bench/HISTORY.md), so
 // the library does not pick it.
 //
+// The sendfile(2) calls, and the pieces copied when the socket was full,
+// count in the connection's loop's LoopStats as io.Copy's (ReadFrom's)
+// do: Sendfiles, SendfileBytes, SendStalls, SendCopied.
+//
 // f may be on any engine. SendFile is safe for concurrent use with the
 // Conn's other methods; concurrent writes wait for it. It cannot run in a
 // handler inline on the event loop (WithInlineHandler), which it would
@@ -131,6 +135,7 @@ func (c *Conn) sendfile(f *File, off, n int64) (int64, error) {
 			c.fd.Touch()
 		case err == unix.EAGAIN:
 			w, err := c.copyThrough(f, off+sent, min(n-sent, copyChunk))
+			c.fd.NoteStall(w)
 			sent += w
 			if err != nil {
 				return sent, err
@@ -178,9 +183,11 @@ func (f *File) sendfileTo(sock *poll.FD, off, n int64) (int64, error) {
 			}
 		}
 	})
-	switch {
-	case cerr != nil:
+	if cerr != nil {
 		return 0, cerr
+	}
+	sock.NoteMove(poll.MoveSendfile, m) // LoopStats.Sendfiles, as ReadFrom's
+	switch {
 	case err == unix.EAGAIN:
 		return 0, err
 	case err != nil:

@@ -154,6 +154,52 @@ func TestConnSendFile(t *testing.T) {
 	})
 }
 
+// TestConnSendFileCounted: SendFile's sendfile(2) calls count in the
+// loop's counters as io.Copy's from a file (ReadFrom) do: calls in
+// Sendfiles, and every byte of the range either in SendfileBytes or, where
+// the small socket buffers were full, in a piece copied through the
+// output queue (SendCopied), each piece a stall (SendStalls).
+func TestConnSendFileCounted(t *testing.T) {
+	const size = 2 << 20
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		for _, how := range []string{"SendFile", "io.Copy"} {
+			t.Run(how, func(t *testing.T) {
+				f, data := sfFile(t, e, size)
+				c, peer := tsPair(t, e, "tcp", tsDialed)
+				sfSmallBuffers(t, c, peer)
+				got := make(chan []byte, 1)
+				go func() {
+					b, _ := io.ReadAll(peer)
+					got <- b
+				}()
+				before := rfCount(c)
+				var sent int64
+				var err error
+				if how == "SendFile" {
+					sent, err = c.SendFile(f, 0, size)
+				} else {
+					sent, err = io.Copy(c, rfFile(t, data))
+				}
+				if sent != size || err != nil {
+					t.Fatalf("%s = %d, %v; want %d, nil", how, sent, err, size)
+				}
+				d := rfCount(c).sub(before)
+				c.Close()
+				if b := tsRecv(t, got, "the peer's bytes"); !bytes.Equal(b, data) {
+					t.Fatalf("the peer got %d bytes, not the file's %d", len(b), size)
+				}
+				t.Logf("%v", d)
+				if d.sendfiles == 0 || d.sendfileBytes+d.copied != size {
+					t.Errorf("counted %v; want %d bytes by sendfile and stall pieces", d, size)
+				}
+				if d.copied > d.stalls*copyChunk {
+					t.Errorf("%d stalls copied %d bytes, more than %d each", d.stalls, d.copied, copyChunk)
+				}
+			})
+		}
+	})
+}
+
 // TestConnSendFileStops: a send that waits for a peer that does not read
 // ends when the connection closes, when the file closes or when the
 // write deadline passes, with the matching error and fewer bytes than

@@ -103,14 +103,15 @@ type LoopStats struct {
 	// of its own input and never stalls the loop's other connections.
 	BuffersCopied uint64
 	// Sendfiles and SendfileBytes count the sendfile(2) calls that
-	// Conn.ReadFrom made into this loop's connections, and the bytes they
-	// moved; Splices and SpliceBytes the same for splice(2) out of a pipe
-	// into them (the splices that fill the pipe are not counted). These
-	// and the counters below are updated by the goroutines that call
-	// ReadFrom, not by the loop.
+	// Conn.ReadFrom (io.Copy from a file) and Conn.SendFile made into this
+	// loop's connections, and the bytes they moved; Splices and
+	// SpliceBytes the same for ReadFrom's splice(2) out of a pipe into
+	// them (the splices that fill the pipe are not counted). These and
+	// the counters below are updated by the goroutines that call ReadFrom
+	// and SendFile, not by the loop.
 	Sendfiles, SendfileBytes, Splices, SpliceBytes uint64
-	// SendStalls counts the times a zero-copy ReadFrom found its socket
-	// full; each time it copied a small piece of the source into the
+	// SendStalls counts the times a zero-copy ReadFrom or SendFile found
+	// its socket full; each time it copied a piece of the source into the
 	// output queue for the loop to send once the socket had room, and
 	// SendCopied counts those bytes.
 	SendStalls, SendCopied uint64

@@ -148,17 +148,42 @@ func (fd *FD) move(src Mover, n int, kind MoveKind, st *Stats) (int, error) {
 	}
 	m, err := src.Move(fd.Sysfd, n)
 	fd.put(lifeSys)
-	if kind == MoveSplice {
-		st.Splices.Add(1)
-		st.SpliceBytes.Add(uint64(m))
-	} else {
-		st.Sendfiles.Add(1)
-		st.SendfileBytes.Add(uint64(m))
-	}
+	countMove(st, kind, m)
 	if m > 0 {
 		fd.touch()
 	}
 	return m, err
+}
+
+// countMove counts one Move of kind that moved m bytes.
+func countMove(st *Stats, kind MoveKind, m int) {
+	if kind == MoveSplice {
+		st.Splices.Add(1)
+		st.SpliceBytes.Add(uint64(max(m, 0)))
+	} else {
+		st.Sendfiles.Add(1)
+		st.SendfileBytes.Add(uint64(max(m, 0)))
+	}
+}
+
+// NoteMove counts one zero-copy call of kind into the socket that moved
+// m bytes, made by its caller rather than SendFrom (Conn.SendFile's
+// sendfile(2) calls), in the counters SendFrom's calls go to.
+func (fd *FD) NoteMove(kind MoveKind, m int) {
+	if fd.Loop != nil {
+		countMove(fd.Loop.Stats(), kind, m)
+	}
+}
+
+// NoteStall counts a zero-copy send made outside SendFrom that found the
+// socket full and wrote n bytes of its source through the output queue
+// instead, as SendFrom counts its own (Stats.SendStalls, SendCopied).
+func (fd *FD) NoteStall(n int64) {
+	if fd.Loop != nil {
+		st := fd.Loop.Stats()
+		st.SendStalls.Add(1)
+		st.SendCopied.Add(uint64(max(n, 0)))
+	}
 }
 
 // moveError maps a failed Move as a failed write is mapped: ErrClosed if

@@ -83,8 +83,9 @@ type Stats struct {
 	// already pinned its share of the ring (FD.InputRef).
 	BuffersCopied atomic.Uint64
 
-	// The zero-copy sends of FD.SendFrom, made by user goroutines on the
-	// loop's connections.
+	// The zero-copy sends of FD.SendFrom, and those FD.NoteMove and
+	// FD.NoteStall count for their callers, made by user goroutines on
+	// the loop's connections.
 
 	// Sendfiles and SendfileBytes count sendfile calls and the bytes they
 	// moved.
