@@ -251,3 +251,13 @@ func (l *loop) acceptDone(gen, slot uint32, cqe *uring.CQE) {
 		signalChan(a.ready)
 	}
 }
+
+// acceptWaits reports whether an acceptor waits to re-arm (EMFILE).
+func (l *loop) acceptWaits() bool {
+	for _, a := range l.acceptors {
+		if a != nil && !a.retryAt.IsZero() {
+			return true
+		}
+	}
+	return false
+}

@@ -21,7 +21,7 @@ import (
 // for everything else: with GOMAXPROCS=1 no loop ever keeps one, and with
 // GOMAXPROCS=n at most n-1 loops do at a time.
 //
-// A kept wait never lasts longer than keptWaitBound (loop.go), and the
+// A kept wait never lasts longer than keptWaitBound (enter.go), and the
 // runtime's preemption signal ends it sooner with EINTR, so a
 // stop-the-world always gets through, and should GOMAXPROCS shrink under a
 // kept P, a stale limit slows other goroutines for at most procsRefresh;

@@ -1,0 +1,189 @@
+//go:build linux
+
+package uringp
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/ringpoll/ringpoll/internal/uring"
+)
+
+// getSQE returns a free SQE, submitting what is queued when the SQ is
+// full.
+func (l *loop) getSQE() *uring.SQE {
+	for {
+		if sqe := l.ring.GetSQE(); sqe != nil {
+			l.stats.SQEs.Add(1)
+			return sqe
+		}
+		l.submit(0)
+	}
+}
+
+// submit enters the kernel to submit queued SQEs, waiting for at least
+// wait completions (0: do not wait).
+func (l *loop) submit(wait uint32) {
+	if l.mode == ModeSQPoll {
+		l.sqpollSubmit(wait)
+		return
+	}
+	toSubmit := l.ring.Flush()
+	l.cancelClock++
+	var err error
+	switch {
+	case wait > 0:
+		l.stats.EnterWait.Add(1)
+		// Not with requests in flight that may sleep in this thread
+		// (Ring.SetMayBlock): a kept P would sleep with them.
+		kept := l.tuning.KeepP && l.sleepyFiles == 0 && keptPs.take()
+		if kept {
+			l.stats.WaitsKeptP.Add(1)
+			l.ring.SetKeepP(true)
+		}
+		err = l.wait(toSubmit, wait, kept)
+		if kept {
+			l.ring.SetKeepP(false)
+			keptPs.give()
+		}
+	case toSubmit > 0:
+		l.stats.EnterSubmit.Add(1)
+		_, err = l.ring.Enter(toSubmit, 0, uring.EnterGetEvents, nil, 0)
+	default:
+		l.stats.EnterGetEvents.Add(1)
+		_, err = l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+	}
+	if err != nil && !uring.IsTemporary(err) {
+		// EBADF, EFAULT, EEXIST (another thread) or EBADR (CQEs lost to
+		// OOM): a bug of ours, or a kernel that cannot keep the ring.
+		panic("ringpoll: io_uring_enter: " + err.Error())
+	}
+}
+
+// keptWaitBound bounds a wait that keeps the loop's P. Such a wait is
+// invisible to the scheduler, so a stop-the-world reaches it only through
+// the runtime's preemption signal, which ends it with EINTR; where no
+// signal comes (GODEBUG=asyncpreemptoff=1), the bound brings the loop back
+// to Go code, where it can be stopped, at least this often. An idle loop
+// keeping its P thus wakes 1/keptWaitBound times a second.
+const keptWaitBound = 10 * time.Millisecond
+
+// wait submits toSubmit SQEs and sleeps until wait completions are ready,
+// or the next timer is due, or (with a completion batch) min_wait has
+// passed. A wait that keeps the P (kept) lasts at most keptWaitBound.
+func (l *loop) wait(toSubmit, wait uint32, kept bool) (err error) {
+	d, timed := l.nextTimer()
+	if kept && (!timed || d > keptWaitBound) {
+		d, timed = keptWaitBound, true
+	}
+	if timed {
+		d = max(d, time.Microsecond)
+	}
+	switch {
+	case l.batch > 1:
+		_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait, d)
+	case timed:
+		_, err = l.ring.SubmitAndWaitTimeout(wait, d)
+	default:
+		_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
+	}
+	return err
+}
+
+// submitOrWait submits what the last turn queued and, when nothing is left
+// to do, sleeps in io_uring_enter until a completion arrives.
+func (l *loop) submitOrWait() {
+	flags := l.ring.SQFlags()
+	if flags&uring.SQCQOverflow != 0 {
+		l.stats.CQOverflows.Add(1)
+	}
+	stale := flags&uring.SQTaskrun != 0 && l.parker != nil && l.taskrunTurn == l.turns-1
+	if stale {
+		// The last turn entered to run the thread's task work and the
+		// flag stayed: the work is another thread's, queued for a
+		// request the loop submitted from there before it moved (a
+		// parked loop has no thread of its own). Only that thread runs
+		// it, when it next enters the kernel or returns from it; more
+		// enters from here would spin until then. Sleep instead: the
+		// request's completion, once that thread ran it, wakes the
+		// poller.
+		flags &^= uring.SQTaskrun
+	}
+	busy := l.ring.CQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 || l.pending() || l.sendReady()
+	if busy {
+		if l.ring.SQReady() > 0 || flags&(uring.SQTaskrun|uring.SQCQOverflow) != 0 {
+			if flags&uring.SQTaskrun != 0 {
+				l.taskrunTurn = l.turns
+			}
+			l.submit(0)
+		}
+		return
+	}
+	if !l.yielded && l.blockers > 0 && l.locked {
+		// Handlers this turn woke may be runnable on our P: let them run
+		// and hand us their output before we sleep, so it goes out in
+		// the next enter rather than after a wake-up. A parked loop does
+		// not: the yield after its reap ran them already, and its park
+		// lets anything still runnable run.
+		l.yielded = true
+		runtime.Gosched()
+		l.awake.Slept()
+		if l.pending() {
+			return
+		}
+	}
+	l.yielded = false
+	if l.tuning.BusyPoll > 0 && l.mode != ModeSQPoll {
+		if l.ring.SQReady() > 0 {
+			l.submit(0)
+		}
+		if l.busyPoll(busyWatch(stale)) {
+			return
+		}
+	}
+	nap := l.mayNap()
+	how := uint32(asleepInPoller)
+	if l.locked || nap {
+		how = asleepInKernel
+	}
+	l.sleeping.Store(how)
+	switch {
+	case l.pending():
+	case l.mode == ModeSQPoll && l.spin():
+	case l.locked:
+		l.submit(1) // a kernel wait: the P goes to others only if sysmon takes it
+	case nap:
+		l.nap()
+	default:
+		l.noteSleep(l.park())
+		if l.readyLooks > 1 { // it parked in Go's poller: others had the P
+			l.awake.Slept()
+		}
+	}
+	if nap {
+		keptPs.give()
+	}
+	l.sleeping.Store(awake)
+}
+
+// armWake keeps a READ of the wake eventfd in flight: a producer's write
+// completes it, which ends a blocking enter.
+func (l *loop) armWake() {
+	sqe := l.getSQE()
+	sqe.PrepRead(l.ev.FD(), l.page[:8])
+	sqe.UserData = userData(kindWake, 0, 0)
+}
+
+// cancel submits the cancellation of the request ud. Only a failure posts
+// a CQE; a cancel that found its target ends it with the target's own
+// final CQE.
+func (l *loop) cancel(ud uint64) { l.cancelAs(ud, userData(kindCancel, 0, 0)) }
+
+// cancelAs is cancel with own as the user data of a failure's CQE.
+func (l *loop) cancelAs(ud, own uint64) {
+	sqe := l.getSQE()
+	sqe.PrepCancel64(ud, 0)
+	sqe.UserData = own
+}
+
+func (l *loop) sendReady() bool { return l.send != nil && l.send.ready() }

@@ -1,0 +1,48 @@
+//go:build linux
+
+package uringp
+
+import "time"
+
+// nextTimer returns the time to the nearest drain deadline, accept retry
+// or cancel tick.
+func (l *loop) nextTimer() (time.Duration, bool) {
+	first := l.cancelAt
+	for _, t := range l.draining {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	for _, a := range l.acceptors {
+		if a != nil && !a.retryAt.IsZero() && (first.IsZero() || a.retryAt.Before(first)) {
+			first = a.retryAt
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return time.Until(first), true
+}
+
+// expire acts on passed deadlines.
+func (l *loop) expire() {
+	if len(l.draining) == 0 && !l.acceptWaits() && l.cancelAt.IsZero() {
+		return // no deadline: spare the clock read
+	}
+	now := time.Now()
+	if !l.cancelAt.IsZero() && !now.Before(l.cancelAt) {
+		l.retryCancels(now)
+	}
+	for c, t := range l.draining {
+		if !now.Before(t) {
+			c.fd.ExpireDrain(&l.stats)
+			l.teardown(c)
+		}
+	}
+	for _, a := range l.acceptors {
+		if a != nil && !a.retryAt.IsZero() && !now.Before(a.retryAt) {
+			a.retryAt = time.Time{}
+			l.armAccept(a)
+		}
+	}
+}
