@@ -316,7 +316,7 @@ func (fd *FD) WriteTo(w io.Writer) (int64, error) {
 			}
 			return total, err
 		}
-		chunks = fd.in.Slices(chunks[:0], maxIov)
+		chunks = fd.in.Slices(chunks[:0], MaxIov)
 		for _, p := range chunks {
 			fd.in.Skip(len(p))
 		}

@@ -6,8 +6,9 @@ import (
 	"github.com/ringpoll/ringpoll/internal/buf"
 )
 
-// maxIov bounds the chunks gathered into one sendmsg.
-const maxIov = 64
+// MaxIov bounds the chunks gathered into one send: the iovecs of a
+// sendmsg (Iovecs) and of an engine's SENDMSG.
+const MaxIov = 64
 
 // Output, loop side. Only the loop goroutine calls these.
 
@@ -176,7 +177,7 @@ func (fd *FD) scratch() *writeScratch {
 type bufSource struct{ b *buf.LinkBuffer }
 
 func (s bufSource) len() int                     { return s.b.Len() }
-func (s bufSource) slices(dst [][]byte) [][]byte { return s.b.Slices(dst, maxIov) }
+func (s bufSource) slices(dst [][]byte) [][]byte { return s.b.Slices(dst, MaxIov) }
 func (s bufSource) advance(n int)                { s.b.Skip(n); s.b.Release(); s.b.Shrink() }
 
 // Write sends p. It returns once every byte is in the kernel or copied into

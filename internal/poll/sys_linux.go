@@ -22,7 +22,7 @@ func closeFD(sysfd int) { unix.Close(sysfd) }
 
 // Iovecs is scratch space for one sendmsg: it lives on the heap, in an FD or
 // a loop, so the kernel never reads a Go stack.
-type Iovecs [maxIov]unix.Iovec
+type Iovecs [MaxIov]unix.Iovec
 
 // The calls here never sleep: the descriptors are non-blocking (sockets
 // registered with an engine, the splice pipes, eventfds) and sends add
@@ -40,7 +40,7 @@ type Iovecs [maxIov]unix.Iovec
 // the descriptor's mode.
 const sendFlags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
 
-// Sendv sends the chunks of iov (at most maxIov) with one send or sendmsg.
+// Sendv sends the chunks of iov (at most MaxIov) with one send or sendmsg.
 // It returns errAgain as is and other errors as *os.SyscallError.
 func Sendv(sysfd int, iov [][]byte, vecs *Iovecs) (int, error) {
 	for {

@@ -17,7 +17,7 @@ const (
 func closeFD(int) {}
 
 // Iovecs is scratch space for one sendmsg.
-type Iovecs [maxIov]struct{}
+type Iovecs [MaxIov]struct{}
 
 // Sendv returns errors.ErrUnsupported.
 func Sendv(int, [][]byte, *Iovecs) (int, error) { return 0, errors.ErrUnsupported }

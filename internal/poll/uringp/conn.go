@@ -14,8 +14,6 @@ import (
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
-const maxIov = 64
-
 // conn is the loop's state for one FD. The loop goroutine owns it, except
 // the send fields under sendMu in uring-sqpoll mode, where writers submit
 // (lockSend).
@@ -83,7 +81,7 @@ type modeState struct {
 // 1 KiB.
 type sendGather struct {
 	msg  uring.Msghdr
-	vecs [maxIov]uring.Iovec
+	vecs [poll.MaxIov]uring.Iovec
 }
 
 // attach gives c a slot and starts its input.

@@ -30,12 +30,12 @@ func (l *loop) flush(c *conn) {
 	}
 	if l.send != nil {
 		m := c.mode
-		if m.iov = c.fd.OutputSlices(m.iov[:0], maxIov); len(m.iov) > 0 {
+		if m.iov = c.fd.OutputSlices(m.iov[:0], poll.MaxIov); len(m.iov) > 0 {
 			l.send.submit(c)
 		}
 		return
 	}
-	l.iov = c.fd.OutputSlices(l.iov[:0], maxIov)
+	l.iov = c.fd.OutputSlices(l.iov[:0], poll.MaxIov)
 	if len(l.iov) > 0 {
 		l.prepSend(l.getSQE(), c, l.iov)
 	}

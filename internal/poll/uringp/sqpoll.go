@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
 
@@ -90,7 +91,7 @@ func (s *sendRings) flush(c *conn) bool {
 		return true
 	}
 	m := c.mode
-	if m.iov = c.fd.OutputSlices(m.iov[:0], maxIov); len(m.iov) > 0 {
+	if m.iov = c.fd.OutputSlices(m.iov[:0], poll.MaxIov); len(m.iov) > 0 {
 		s.submit(c)
 	}
 	return true
