@@ -96,7 +96,7 @@ type loop struct {
 	freeFileSlots []uint32
 	files         int
 	sleepyFiles   int       // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
-	pipes         []*pipe   // empty pipes for file sends (splice.go)
+	pipes         []*pipe   // empty pipes for file sends (pipe.go)
 	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
 	// splices are the file sends in progress, by connection (few at a
 	// time: a pointer in each conn would cost every idle connection).
