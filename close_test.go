@@ -313,7 +313,7 @@ func TestCloseDrainsOutput(t *testing.T) {
 					t.Fatalf("the kernel took all %d bytes; nothing left to drain", size)
 				}
 				expired := func() (n uint64) {
-					for _, s := range c.Stats() {
+					for _, s := range loopStatsOf(c) {
 						n += s.DrainsExpired
 					}
 					return n

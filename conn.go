@@ -240,8 +240,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 // When c's socket is full, a small piece of r is copied into the output
 // queue instead, which the event loop sends once the socket has room;
 // the zero-copy sends resume after it, so no thread waits in the kernel
-// for room. LoopStats counts the system calls and the bytes of each path
-// (Sendfiles, Splices, SendStalls, SendCopied, ReadFromCopied). Any other
+// for room. Stats counts the bytes of each path (ZeroCopyBytes,
+// CopiedBytes). Any other
 // r, another Conn among them, is copied through Write, with r's WriteTo
 // if it has one (a Conn's hands over its input buffers).
 //

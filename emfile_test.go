@@ -161,7 +161,7 @@ func tsAcceptsFail(t *testing.T, e Engine, ln *Listener, logged *atomic.Int64) {
 		return
 	}
 	counts := func() (sqes, cqes uint64) {
-		for _, s := range ln.Stats() {
+		for _, s := range loopStatsOf(ln) {
 			sqes += s.SQEs
 			cqes += s.CQEs
 		}

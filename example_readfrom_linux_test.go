@@ -14,7 +14,7 @@ import (
 
 // Serving files: http.ServeFile on a ringpoll listener sends the file with
 // sendfile(2) through Conn.ReadFrom, as it does on a net listener; the
-// listener's LoopStats count the bytes sent that way.
+// listener's Stats count the bytes sent that way (ZeroCopyBytes).
 func ExampleConn_ReadFrom() {
 	dir, err := os.MkdirTemp("", "ringpoll-example")
 	if err != nil {
@@ -36,12 +36,7 @@ func ExampleConn_ReadFrom() {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	sent := func() (n uint64) {
-		for _, s := range ln.Stats() {
-			n += s.SendfileBytes
-		}
-		return n
-	}
+	sent := func() uint64 { return ln.Stats().ZeroCopyBytes }
 	before := sent()
 	tr := &http.Transport{} // no proxy
 	defer tr.CloseIdleConnections()

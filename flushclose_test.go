@@ -95,7 +95,7 @@ func TestFlushCloseRace(t *testing.T) {
 
 // fcExpired sums the drains that expired on the loops of c's engine.
 func fcExpired(c *Conn) (n uint64) {
-	for _, s := range c.Stats() {
+	for _, s := range loopStatsOf(c) {
 		n += s.DrainsExpired
 	}
 	return n

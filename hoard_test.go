@@ -142,7 +142,7 @@ func TestHoardingHandlerStallsNobody(t *testing.T) {
 
 // hoardCopied sums the receives ln's loops copied out of their ring.
 func hoardCopied(ln *Listener) (n uint64) {
-	for _, s := range ln.Stats() {
+	for _, s := range loopStatsOf(ln) {
 		n += s.BuffersCopied
 	}
 	return n
@@ -153,7 +153,7 @@ func hoardCopied(ln *Listener) (n uint64) {
 // and that its loop copied the rest.
 func hoardCheckShare(t *testing.T, ln *Listener, copied0 uint64) {
 	t.Helper()
-	for _, s := range ln.Stats() {
+	for _, s := range loopStatsOf(ln) {
 		if s.BuffersOut > 2+2 { // the hoarder's share, and the others' in flight
 			t.Errorf("loop %d has %d buffers out while one connection holds its input: more than its share", s.Loop, s.BuffersOut)
 		}
@@ -194,7 +194,7 @@ func TestSliceReleaseFreesAll(t *testing.T) {
 				c.Close()
 				if isProactor(e) {
 					tsEventually(t, "the slice's buffers to return to the ring", func() bool {
-						for _, s := range c.Stats() {
+						for _, s := range loopStatsOf(c) {
 							if s.BuffersOut != 0 {
 								return false
 							}

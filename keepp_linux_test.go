@@ -98,9 +98,9 @@ func TestLoopKeepsPWithoutPreemptSignalsChild(t *testing.T) {
 		runtime.GC()
 	}
 	// The wake-ups of the idle loop, over half a second.
-	before, start := ln.Stats()[0].EnterWait, time.Now()
+	before, start := loopStatsOf(ln)[0].EnterWait, time.Now()
 	time.Sleep(500 * time.Millisecond)
-	waits := ln.Stats()[0].EnterWait - before
+	waits := loopStatsOf(ln)[0].EnterWait - before
 	t.Logf("idle kept-P loop: %.0f wake-ups per second", float64(waits)/time.Since(start).Seconds())
 }
 

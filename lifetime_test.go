@@ -274,7 +274,7 @@ func isProactor(e Engine) bool {
 // ltRetired sums the provided buffers the loops of ln's engine retired.
 func ltRetired(ln *Listener) uint64 {
 	var n uint64
-	for _, s := range ln.Stats() {
+	for _, s := range loopStatsOf(ln) {
 		n += s.BuffersRetired
 	}
 	return n

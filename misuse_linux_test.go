@@ -213,7 +213,6 @@ func muConn(t *testing.T, e Engine, side tsSide) {
 		{method: "SetWriteDeadline", args: "zero", want: muClosed, call: func(c *Conn) error { return c.SetWriteDeadline(time.Time{}) }},
 		{method: "SetNoDelay", args: "true", want: muClosed, call: func(c *Conn) error { return c.SetNoDelay(true) }},
 		{method: "SetNoDelay", args: "false", want: muClosed, call: func(c *Conn) error { return c.SetNoDelay(false) }},
-		{method: "Stats", want: muValue, call: func(c *Conn) error { c.Stats(); return nil }},
 		{method: "SyscallConn", want: muValue, call: func(c *Conn) error { rc, err := c.SyscallConn(); return muRaw(rc, err, net.ErrClosed) }},
 		{method: "Write", args: "buf", want: muClosed, call: func(c *Conn) error { _, err := c.Write([]byte("x")); return err }},
 		{method: "Write", args: "nil", want: muClosed, call: func(c *Conn) error { _, err := c.Write(nil); return err }},

@@ -15,7 +15,7 @@ import "testing"
 func TestLoopNaps(t *testing.T) {
 	tsPerProcsAndStyle(t, nil, func(t *testing.T, e Engine, ln *Listener, procs int, style tsStyle) {
 		naps := func() (n uint64) {
-			for _, s := range ln.Stats() {
+			for _, s := range loopStatsOf(ln) {
 				n += s.Naps
 			}
 			return n

@@ -252,7 +252,7 @@ func TestSliceAfterClose(t *testing.T) {
 				s, got = nil, nil
 				tsEventually(t, "the dropped Slice's buffers to come back", func() bool {
 					runtime.GC()
-					for _, st := range ln.Stats() {
+					for _, st := range loopStatsOf(ln) {
 						if st.BuffersOut != 0 {
 							return false
 						}

@@ -30,7 +30,7 @@ import (
 // back to the kernel or a pool before Release, or before the handler
 // returns. A reader that keeps slices past Close without calling Release
 // costs memory, not correctness: the buffers under them are retired rather
-// than recycled (LoopStats.BuffersRetired counts them), so calling Release
+// than recycled (Stats.BuffersRetired counts them), so calling Release
 // when done, before or after Close, is still the cheaper way.
 //
 // A Reader that Slice returns, or that a LinkBuffer reads through, stands
@@ -345,8 +345,7 @@ func (w *Writer) Malloc(n int) ([]byte, error) {
 // from an incrementally consumed receive buffer (the io_uring engines'
 // default, WithBufferRing) is queued as it is, and its buffer stays out of
 // the kernel's hands until the send completed, whenever the reader
-// releases it; such slices are read-only anyway (LoopStats.BuffersShared
-// counts them).
+// releases it; such slices are read-only anyway.
 func (w *Writer) WriteBinary(b []byte) (int, error) {
 	if err := w.closed(); err != nil {
 		return 0, err

@@ -216,7 +216,7 @@ func WithIdleTimeout(d time.Duration) Option {
 // is dropped and the TCP connection is reset (SO_LINGER 0), not closed
 // with a FIN, so that the peer reads ECONNRESET instead of a short stream
 // that looks complete (a Unix socket has no reset: its peer reads EOF).
-// LoopStats.DrainsExpired counts those connections. Default:
+// Stats.DrainsExpired counts those connections. Default:
 // DefaultDrainTimeout (5 s). Taken by Listen, Dial and NewServer (over
 // the listener's).
 func WithDrainTimeout(d time.Duration) Option {
@@ -297,7 +297,7 @@ func WithLogger(l *slog.Logger) Option {
 // high-water mark is lowered to fit), and pins at most a quarter of its
 // buffers (two, once three quarters are out) with input it has not read
 // or not released: past that, what it receives is copied out of the ring
-// (LoopStats.BuffersCopied), so that a reader that holds its input, or
+// (Stats.BuffersCopied), so that a reader that holds its input, or
 // reads slowly, never leaves the loop's other connections without
 // buffers. Taken where WithLoops is, on the engines that receive into
 // it: uring, uring-hybrid and uring-sqpoll (epoll and uring-reactor read

@@ -33,7 +33,7 @@ type rfCounts struct {
 
 func rfCount(c *Conn) rfCounts {
 	var n rfCounts
-	for _, s := range c.Stats() {
+	for _, s := range loopStatsOf(c) {
 		n.sendfiles += s.Sendfiles
 		n.sendfileBytes += s.SendfileBytes
 		n.splices += s.Splices
@@ -685,7 +685,7 @@ func TestReadFromServeFile(t *testing.T) {
 			return d.DialContext(ctx, "tcp", ln.Addr().String())
 		}}
 		defer tr.CloseIdleConnections()
-		before := ln.Stats()
+		before := loopStatsOf(ln)
 		resp, body, err := httpDo(&http.Client{Transport: tr, Timeout: tsTimeout}, mustGet(t, httpURL("/file")))
 		if err != nil {
 			t.Fatal(err)
@@ -695,7 +695,7 @@ func TestReadFromServeFile(t *testing.T) {
 		}
 		rfCheckData(t, "the body", body, data)
 		var d rfCounts
-		for i, s := range ln.Stats() {
+		for i, s := range loopStatsOf(ln) {
 			d.sendfiles += s.Sendfiles - before[i].Sendfiles
 			d.sendfileBytes += s.SendfileBytes - before[i].SendfileBytes
 			d.copied += s.SendCopied - before[i].SendCopied

@@ -35,9 +35,9 @@ import (
 // CPU than sendfile(2) at every size measured (docs/bench/HISTORY.md), so
 // the library does not pick it.
 //
-// The sendfile(2) calls, and the pieces copied when the socket was full,
-// count in the connection's loop's LoopStats as io.Copy's (ReadFrom's)
-// do: Sendfiles, SendfileBytes, SendStalls, SendCopied.
+// The bytes sendfile(2) moved, and the pieces copied when the socket was
+// full, count in Stats as io.Copy's (ReadFrom's) do: ZeroCopyBytes and
+// CopiedBytes.
 //
 // f may be on any engine. SendFile is safe for concurrent use with the
 // Conn's other methods; concurrent writes wait for it. It cannot run in a
@@ -186,7 +186,7 @@ func (f *File) sendfileTo(sock *poll.FD, off, n int64) (int64, error) {
 	if cerr != nil {
 		return 0, cerr
 	}
-	sock.NoteMove(poll.MoveSendfile, m) // LoopStats.Sendfiles, as ReadFrom's
+	sock.NoteMove(poll.MoveSendfile, m) // counted as ReadFrom's
 	switch {
 	case err == unix.EAGAIN:
 		return 0, err

@@ -51,7 +51,7 @@ func TestSendNow(t *testing.T) {
 			}
 		}
 		var n uint64
-		for _, s := range ln.Stats() {
+		for _, s := range loopStatsOf(ln) {
 			n += s.SendsNow
 		}
 		t.Logf("%d sends made by the loop itself", n)
@@ -109,7 +109,7 @@ func TestSendNowFull(t *testing.T) {
 			}
 		}
 		var n uint64
-		for _, s := range ln.Stats() {
+		for _, s := range loopStatsOf(ln) {
 			n += s.SendsNow
 		}
 		t.Logf("%d sends made by the loop itself", n)

@@ -35,7 +35,7 @@ import (
 // A panic in the handler ends its connection, not the process: the Server
 // recovers it, as net/http does, logs it at Error level with its value and
 // stack through its logger (WithLogger), counts it
-// (ServerStats.HandlerPanics) and closes the connection; other connections
+// (Stats.HandlerPanics) and closes the connection; other connections
 // are served on, and an inline handler's loop runs on (TestHandlerPanic).
 type Handler func(ctx context.Context, c *Conn) error
 
@@ -46,12 +46,13 @@ type Server struct {
 	opts    []Option
 	cfg     *config
 	pool    *gopool.Pool
-	panics  atomic.Uint64 // handler calls that panicked (ServerStats)
+	panics  atomic.Uint64 // handler calls that panicked (Stats)
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
+	engines   map[*engineRef]struct{} // of every listener served, for Stats
 	conns     connSet
 	settingUp int  // connections admitted and not yet adopted
 	closed    bool // Shutdown began
@@ -85,6 +86,7 @@ func NewServer(h Handler, opts ...Option) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: map[*Listener]struct{}{},
+		engines:   map[*engineRef]struct{}{},
 	}, nil
 }
 
@@ -147,6 +149,7 @@ func (s *Server) track(l *Listener) bool {
 		return false
 	}
 	s.listeners[l] = struct{}{}
+	s.engines[l.eng] = struct{}{}
 	return true
 }
 

@@ -129,7 +129,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		if err := tsRecv(t, serveErr, "Serve to return"); !errors.Is(err, ErrServerClosed) {
 			t.Errorf("Serve: %v", err)
 		}
-		for _, s := range ln.Stats() {
+		for _, s := range loopStatsOf(ln) {
 			if s.BuffersOut != 0 {
 				t.Errorf("loop %d: %d provided buffers still out after Shutdown", s.Loop, s.BuffersOut)
 			}

@@ -3,165 +3,153 @@ package ringpoll
 import (
 	"fmt"
 
+	"github.com/ringpoll/ringpoll/internal/loopstats"
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
-// LoopStats is a snapshot of one event loop's counters since it started.
-// Counters an engine does not use stay zero: io_uring engines count enters,
-// SQEs and CQEs; epoll counts epoll_wait calls.
-type LoopStats struct {
-	// Engine is the loop's engine and Loop its index.
+// Stats is a snapshot of the counters a user acts on, summed over the
+// event loops of an engine since it started. A listener's engine may also
+// serve other listeners and dialed connections made with the same engine
+// options; their traffic counts here too. Every field is safe to compare
+// between two snapshots: all but BuffersOut only grow.
+type Stats struct {
+	// Engine is the engine that runs: with EngineAuto, EngineEpoll where
+	// io_uring is missing or forbidden (the fallback). Loops is the number
+	// of its event loops.
 	Engine Engine
-	Loop   int
-	// EnterSubmit, EnterWait, EnterGetEvents and EnterWakeSQ split the
-	// io_uring_enter calls by purpose: submit only; submit and wait for a
-	// completion (the loop sleeps); run deferred completions or flush an
-	// overflowed CQ with nothing to submit; wake an SQPOLL thread.
-	EnterSubmit, EnterWait, EnterGetEvents, EnterWakeSQ uint64
-	// Parks counts the times an io_uring loop that does not keep a thread
-	// (the default; see docs/ARCHITECTURE.md) waited for completions in
-	// Go's poller.
-	Parks uint64
-	// SendsNow counts the sends such a loop, about to park with one send
-	// and nothing else to submit, made itself with a system call rather
-	// than through its ring (docs/ARCHITECTURE.md, "Waiting").
-	SendsNow uint64
-	// Naps counts the times such a loop, with requests coming close
-	// together, connections whose handlers or readers run on goroutines,
-	// and a Go processor to spare (GOMAXPROCS above the loops keeping
-	// one), waited for the next in io_uring_enter instead,
-	// keeping its processor for at most 10 ms (docs/ARCHITECTURE.md,
-	// "Threads: parked loops"). Each is also an EnterWait.
-	Naps uint64
-	// BusyPolls counts the times an idle io_uring loop polled for work
-	// before it slept (WithBusyPoll), and BusyPollHits those in which
-	// work came while it polled: a sleep and a wake-up saved each.
-	BusyPolls, BusyPollHits uint64
-	// ThreadMoves counts the turns such a loop found itself on another
-	// OS thread than the turn before. The input requests it armed on the
-	// old thread are armed anew once it stays on the new one.
-	ThreadMoves uint64
-	// EpollWaits counts epoll_wait calls.
-	EpollWaits uint64
-	// SQEs and CQEs count submission entries queued and completions
-	// reaped.
-	SQEs, CQEs uint64
-	// Wakeups counts the times another goroutine woke the sleeping loop.
-	Wakeups uint64
-	// ENOBUFS counts multishot receives ended because every provided
-	// buffer was in use (the data waited in the socket; see Rearms).
-	ENOBUFS uint64
-	// CQOverflows counts loop turns that found completions parked in the
-	// kernel because the CQ ring was full (none is lost).
-	CQOverflows uint64
-	// Rearms counts multishot requests (recv, poll, accept) armed again
-	// after they ended.
-	Rearms uint64
-	// InputCancels counts input requests (multishot recv or poll) that a
-	// cancel ended: input paused at the high-water mark where the kernel
-	// has no recv byte limit, and connections closing.
-	InputCancels uint64
-	// InputMoves counts input requests cancelled and armed anew because
-	// the loop had moved to another thread (ThreadMoves).
-	InputMoves uint64
-	// CancelRetries counts cancels of input requests sent again because
-	// the request went on after the first reported success.
-	CancelRetries uint64
-	// Accepts counts connections accepted by the loop (multishot accept).
-	Accepts uint64
-	// DrainsExpired counts closed connections whose queued output did not
-	// reach the peer within the drain timeout (WithDrainTimeout): the rest
-	// was dropped and the connection reset. A peer that stops reading causes
-	// it; so does a drain timeout too short for a slow reader.
-	DrainsExpired uint64
-	// BytesIn and BytesOut count bytes the loop received and sent (bytes
-	// writers send themselves, on epoll, uring-hybrid and uring-reactor,
-	// are not counted).
+	Loops  int
+	// BytesIn and BytesOut count the bytes the loops received and sent.
+	// On epoll, uring-hybrid and uring-reactor a writer that finds its
+	// socket ready sends itself, and those bytes are not in BytesOut.
 	BytesIn, BytesOut uint64
-	// BuffersOut is the number of provided buffers holding input that
-	// readers have not released yet. It is 0 when every connection has
-	// released its input or closed.
+	// DrainsExpired counts connections closed with output queued that did
+	// not reach the peer within the drain timeout (WithDrainTimeout): the
+	// rest was dropped and the connection reset, so the peer sees
+	// ECONNRESET rather than a short stream. A peer that stops reading
+	// causes it.
+	DrainsExpired uint64
+	// HandlerPanics counts the handler calls of a Server that panicked:
+	// each was recovered, logged with its stack through WithLogger, and
+	// closed its connection. Zero from a Listener.
+	HandlerPanics uint64
+	// BuffersOut is the number of the io_uring engines' provided receive
+	// buffers holding input that readers have not released: 0 when every
+	// connection has released its input or closed.
 	BuffersOut int64
-	// BuffersRetired counts provided buffers taken out of use for good,
-	// because their connection was closed while a reader still held
-	// slices of them (without Release): that memory is never reused, so
-	// the slices stay valid, and new memory takes its place in the ring.
-	// A count that keeps growing means readers that do not call Release
-	// before Close; each such buffer costs one allocation.
-	BuffersRetired uint64
-	// BuffersShared counts the slices of input that Writer.WriteBinary
-	// linked and Flush then queued without a copy: with incrementally
-	// consumed receive buffers (WithBufferRing), the reply of an echo goes
-	// out of the buffer its request arrived in, which stays out of the
-	// ring until that send completed.
-	BuffersShared uint64
-	// BuffersCopied counts receives copied out of their provided buffer,
-	// which went straight back to the ring, because their connection
-	// already pinned its share of the ring (a quarter; less once most of
-	// it is out) with input it had not released or not read yet. A reader
-	// that holds input without Release, or reads slowly, so costs a copy
-	// of its own input and never stalls the loop's other connections.
-	BuffersCopied uint64
-	// Sendfiles and SendfileBytes count the sendfile(2) calls that
-	// Conn.ReadFrom (io.Copy from a file) and Conn.SendFile made into this
-	// loop's connections, and the bytes they moved; Splices and
-	// SpliceBytes the same for ReadFrom's splice(2) out of a pipe into
-	// them (the splices that fill the pipe are not counted). These and
-	// the counters below are updated by the goroutines that call ReadFrom
-	// and SendFile, not by the loop.
-	Sendfiles, SendfileBytes, Splices, SpliceBytes uint64
-	// SendStalls counts the times a zero-copy ReadFrom or SendFile found
-	// its socket full; each time it copied a piece of the source into the
-	// output queue for the loop to send once the socket had room, and
-	// SendCopied counts those bytes.
-	SendStalls, SendCopied uint64
-	// ReadFromCopied counts the bytes ReadFrom copied through Write
-	// because their source had no zero-copy path.
-	ReadFromCopied uint64
-}
-
-// Enters returns the io_uring_enter calls of every purpose.
-func (s LoopStats) Enters() uint64 {
-	return s.EnterSubmit + s.EnterWait + s.EnterGetEvents + s.EnterWakeSQ
-}
-
-// CQEsPerEnter returns the completions reaped per io_uring_enter call.
-func (s LoopStats) CQEsPerEnter() float64 {
-	if n := s.Enters(); n > 0 {
-		return float64(s.CQEs) / float64(n)
-	}
-	return 0
+	// BufferShortages counts receives that found every provided buffer
+	// in use (ENOBUFS); the data waited in the socket. Raise
+	// WithBufferRing's count, or release input sooner.
+	BufferShortages uint64
+	// BuffersCopied counts receives copied out of their provided buffer
+	// because their connection already held its share of the ring with
+	// input it had not released: that reader pays a copy, the others are
+	// not stalled. BuffersRetired counts buffers taken out of the ring for
+	// good because their connection closed while a reader still held
+	// slices of them (Release before Close avoids it).
+	BuffersCopied, BuffersRetired uint64
+	// ZeroCopyBytes counts the bytes ReadFrom, io.Copy and SendFile moved
+	// into connections with sendfile(2) or splice(2); CopiedBytes those
+	// they copied through user space instead (no zero-copy path, or a
+	// full socket).
+	ZeroCopyBytes, CopiedBytes uint64
 }
 
 // String formats the counters on one line, for logs.
-func (s LoopStats) String() string {
-	return fmt.Sprintf("engine=%s loop=%d enter(submit=%d wait=%d getevents=%d wakesq=%d) parks=%d sends_now=%d naps=%d busy_polls=%d busy_poll_hits=%d thread_moves=%d epoll_wait=%d sqes=%d cqes=%d cqes/enter=%.2f wakeups=%d enobufs=%d cq_overflows=%d rearms=%d input_cancels=%d input_moves=%d cancel_retries=%d accepts=%d drains_expired=%d bytes_in=%d bytes_out=%d buffers_out=%d buffers_retired=%d sendfiles=%d sendfile_bytes=%d splices=%d splice_bytes=%d send_stalls=%d send_copied=%d readfrom_copied=%d buffers_shared=%d buffers_copied=%d",
-		s.Engine, s.Loop, s.EnterSubmit, s.EnterWait, s.EnterGetEvents, s.EnterWakeSQ, s.Parks, s.SendsNow, s.Naps, s.BusyPolls, s.BusyPollHits, s.ThreadMoves, s.EpollWaits,
-		s.SQEs, s.CQEs, s.CQEsPerEnter(), s.Wakeups, s.ENOBUFS, s.CQOverflows, s.Rearms, s.InputCancels, s.InputMoves, s.CancelRetries, s.Accepts, s.DrainsExpired,
-		s.BytesIn, s.BytesOut, s.BuffersOut, s.BuffersRetired, s.Sendfiles, s.SendfileBytes, s.Splices, s.SpliceBytes, s.SendStalls, s.SendCopied, s.ReadFromCopied, s.BuffersShared, s.BuffersCopied)
+func (s Stats) String() string {
+	return fmt.Sprintf("engine=%s loops=%d bytes_in=%d bytes_out=%d drains_expired=%d handler_panics=%d buffers_out=%d buffer_shortages=%d buffers_copied=%d buffers_retired=%d zero_copy_bytes=%d copied_bytes=%d",
+		s.Engine, s.Loops, s.BytesIn, s.BytesOut, s.DrainsExpired, s.HandlerPanics, s.BuffersOut, s.BufferShortages, s.BuffersCopied, s.BuffersRetired, s.ZeroCopyBytes, s.CopiedBytes)
 }
 
-// Stats returns the counters of each loop of the engine serving the
-// listener. They stay readable after the listener and its connections are
-// closed.
-func (l *Listener) Stats() []LoopStats { return l.eng.stats() }
+// Stats returns the counters of the engine serving the listener. They
+// stay readable after the listener and its connections are closed.
+func (l *Listener) Stats() Stats { return l.eng.stats() }
 
-// Stats returns the counters of each loop of the engine serving the
-// connection.
-func (c *Conn) Stats() []LoopStats { return c.eng.stats() }
+// Stats returns the Server's counters: its handler panics, and the
+// counters of the engines of every listener it has served. Safe for
+// concurrent use.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	engs := make([]*engineRef, 0, len(s.engines))
+	for e := range s.engines {
+		engs = append(engs, e)
+	}
+	s.mu.Unlock()
+	var st Stats
+	for i, e := range engs {
+		es := e.stats()
+		if i == 0 {
+			st.Engine = es.Engine
+		} else if es.Engine != st.Engine {
+			st.Engine = EngineAuto // several engines
+		}
+		st.add(es)
+	}
+	st.HandlerPanics = s.panics.Load()
+	return st
+}
 
-func (r *engineRef) stats() []LoopStats {
-	ps := r.eng.Stats()
-	out := make([]LoopStats, len(ps))
-	for i, p := range ps {
-		out[i] = snapshot(r.key.engine, i, p)
+// add adds o's counters to s.
+func (s *Stats) add(o Stats) {
+	s.Loops += o.Loops
+	s.BytesIn += o.BytesIn
+	s.BytesOut += o.BytesOut
+	s.DrainsExpired += o.DrainsExpired
+	s.HandlerPanics += o.HandlerPanics
+	s.BuffersOut += o.BuffersOut
+	s.BufferShortages += o.BufferShortages
+	s.BuffersCopied += o.BuffersCopied
+	s.BuffersRetired += o.BuffersRetired
+	s.ZeroCopyBytes += o.ZeroCopyBytes
+	s.CopiedBytes += o.CopiedBytes
+}
+
+func (r *engineRef) stats() Stats {
+	s := Stats{Engine: r.key.engine}
+	for _, p := range r.eng.Stats() {
+		s.Loops++
+		s.BytesIn += p.BytesIn.Load()
+		s.BytesOut += p.BytesOut.Load()
+		s.DrainsExpired += p.DrainsExpired.Load()
+		s.BuffersOut += p.BuffersOut.Load()
+		s.BufferShortages += p.ENOBUFS.Load()
+		s.BuffersCopied += p.BuffersCopied.Load()
+		s.BuffersRetired += p.BuffersRetired.Load()
+		s.ZeroCopyBytes += p.SendfileBytes.Load() + p.SpliceBytes.Load()
+		s.CopiedBytes += p.SendCopied.Load() + p.ReadFromCopied.Load()
+	}
+	return s
+}
+
+func init() { loopstats.Of = loopStatsOf }
+
+// loopStatsOf is loopstats.Of: the inner counters of each loop of the
+// engine serving x.
+func loopStatsOf(x any) []loopstats.LoopStats {
+	var engs []*engineRef
+	switch v := x.(type) {
+	case *Listener:
+		engs = []*engineRef{v.eng}
+	case *Conn:
+		engs = []*engineRef{v.eng}
+	case *Server:
+		v.mu.Lock()
+		for e := range v.engines {
+			engs = append(engs, e)
+		}
+		v.mu.Unlock()
+	}
+	var out []loopstats.LoopStats
+	for _, r := range engs {
+		for i, p := range r.eng.Stats() {
+			out = append(out, snapshot(r.key.engine, i, p))
+		}
 	}
 	return out
 }
 
-func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
-	return LoopStats{
-		Engine:         e,
+func snapshot(e Engine, i int, p *poll.Stats) loopstats.LoopStats {
+	return loopstats.LoopStats{
+		Engine:         e.String(),
 		Loop:           i,
 		EnterSubmit:    p.EnterSubmit.Load(),
 		EnterWait:      p.EnterWait.Load(),
@@ -199,20 +187,4 @@ func snapshot(e Engine, i int, p *poll.Stats) LoopStats {
 		SendCopied:     p.SendCopied.Load(),
 		ReadFromCopied: p.ReadFromCopied.Load(),
 	}
-}
-
-// ServerStats is a snapshot of a Server's own counters since NewServer.
-// The I/O of its connections is counted by their engine's loops
-// (LoopStats).
-type ServerStats struct {
-	// HandlerPanics counts the handler calls that panicked. Each panic
-	// was recovered, logged at Error level with its value and stack
-	// through the Server's logger (WithLogger), and closed the
-	// connection it served; the Server went on serving the others.
-	HandlerPanics uint64
-}
-
-// Stats returns the Server's counters. Safe for concurrent use.
-func (s *Server) Stats() ServerStats {
-	return ServerStats{HandlerPanics: s.panics.Load()}
 }

@@ -527,7 +527,7 @@ func TestStressBulkEcho(t *testing.T) {
 func tsNoDrainExpired(t testing.TB, ln *Listener) func() {
 	t.Helper()
 	expired := func() (n uint64) {
-		for _, s := range ln.Stats() {
+		for _, s := range loopStatsOf(ln) {
 			n += s.DrainsExpired
 		}
 		return n

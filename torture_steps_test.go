@@ -188,7 +188,7 @@ func (s *ttSeq) state() string {
 		}
 	}
 	if s.ln != nil {
-		for _, st := range s.ln.Stats() {
+		for _, st := range loopStatsOf(s.ln) {
 			fmt.Fprintf(&b, "  loop: %v\n", st)
 		}
 	}

@@ -549,7 +549,7 @@ func (s *ttSeq) letGo() {
 	}
 	for {
 		out := int64(0)
-		for _, st := range s.ln.Stats() {
+		for _, st := range loopStatsOf(s.ln) {
 			out += st.BuffersOut
 		}
 		if out == 0 {

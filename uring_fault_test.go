@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ringpoll/ringpoll/internal/loopstats"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -37,9 +38,9 @@ var ufProactors = []Engine{EngineUring, EngineUringHybrid, EngineUringSQPoll}
 var ufUringEngines = []Engine{EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll}
 
 // ufStats sums the counters of every loop of the engine serving ln.
-func ufStats(ln *Listener) LoopStats {
-	var s LoopStats
-	for _, l := range ln.Stats() {
+func ufStats(ln *Listener) loopstats.LoopStats {
+	var s loopstats.LoopStats
+	for _, l := range loopStatsOf(ln) {
 		s.Engine = l.Engine
 		s.EnterSubmit += l.EnterSubmit
 		s.EnterWait += l.EnterWait
@@ -72,7 +73,7 @@ func ufStats(ln *Listener) LoopStats {
 func ufBuffersBack(t testing.TB, ln *Listener) {
 	t.Helper()
 	tsEventually(t, "every provided buffer to return to the ring", func() bool {
-		for _, s := range ln.Stats() {
+		for _, s := range loopStatsOf(ln) {
 			if s.BuffersOut < 0 {
 				t.Fatalf("loop %d reports %d buffers out (returned twice?): %v", s.Loop, s.BuffersOut, s)
 			}
@@ -1081,7 +1082,7 @@ func TestUringCompletionBatch(t *testing.T) {
 				tsServeEcho(t, ln, style)
 				ufEchoLoneAndCrowd(t, ln)
 				var waits uint64
-				for _, s := range ln.Stats() {
+				for _, s := range loopStatsOf(ln) {
 					waits += s.EnterWait
 				}
 				if e != EngineUringSQPoll && waits == 0 {
@@ -1146,7 +1147,7 @@ func TestUringBusyPoll(t *testing.T) {
 					tsServeEcho(t, ln, style)
 					ufEchoLoneAndCrowd(t, ln)
 					sum := func() (polls, hits, sleeps uint64) {
-						for _, s := range ln.Stats() {
+						for _, s := range loopStatsOf(ln) {
 							polls += s.BusyPolls
 							hits += s.BusyPollHits
 							sleeps += s.Parks + s.EnterWait

@@ -19,7 +19,7 @@
 // library's own syscalls where perf is missing.
 //
 // It logs the engine in use when it starts, and on SIGINT or SIGTERM shuts
-// down gracefully, logs each event loop's counters (ringpoll.LoopStats:
+// down gracefully, logs each event loop's counters (internal/loopstats:
 // io_uring_enter calls by purpose, SQEs, CQEs, wake-ups, ...) and exits 0.
 package main
 
@@ -42,6 +42,7 @@ import (
 
 	"github.com/ringpoll/ringpoll"
 	"github.com/ringpoll/ringpoll/internal/benchfmt"
+	"github.com/ringpoll/ringpoll/internal/loopstats"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
@@ -126,7 +127,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	}
 	// The loops' counters, when the server exits.
 	defer func() {
-		for _, s := range ln.Stats() {
+		for _, s := range loopstats.Of(ln) {
 			log.Info("ringecho loop stats", "stats", s.String())
 		}
 	}()
@@ -175,7 +176,7 @@ func dumpStatsOnSignal(ln *ringpoll.Listener, path string, log *slog.Logger) fun
 			}
 			seq++
 			t := benchfmt.LoopTotals{Seq: seq}
-			for _, s := range ln.Stats() {
+			for _, s := range loopstats.Of(ln) {
 				t.Enters += s.Enters()
 				t.EpollWaits += s.EpollWaits
 				t.SQEs += s.SQEs

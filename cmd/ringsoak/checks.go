@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/internal/loopstats"
 )
 
 // The leak checks run after every client finished and the server was shut
@@ -164,7 +165,7 @@ func goroutineDump() string {
 // StatsCheck is the check of the listener's loop counters after shutdown.
 type StatsCheck struct {
 	Loops int `json:"loops"`
-	// BuffersOut sums LoopStats.BuffersOut: provided buffers still out of
+	// BuffersOut sums Stats.BuffersOut: provided buffers still out of
 	// the rings. Every one must be back.
 	BuffersOut int64  `json:"buffers_out"`
 	Waited     string `json:"waited"`
@@ -190,7 +191,7 @@ type StatsCheck struct {
 func checkStats(ln *ringpoll.Listener, limit time.Duration) StatsCheck {
 	start := time.Now()
 	for {
-		stats := ln.Stats()
+		stats := loopstats.Of(ln)
 		c := StatsCheck{Loops: len(stats), Waited: roundDur(time.Since(start))}
 		for _, s := range stats {
 			c.BuffersOut += s.BuffersOut
@@ -203,13 +204,13 @@ func checkStats(ln *ringpoll.Listener, limit time.Duration) StatsCheck {
 			c.Enters += s.Enters()
 			c.EpollWaits += s.EpollWaits
 			c.Wakeups += s.Wakeups
-			if s.Engine != ln.Engine() && c.Problem == "" {
+			if s.Engine != ln.Engine().String() && c.Problem == "" {
 				c.Problem = fmt.Sprintf("loop %d reports engine %s, the listener runs %s", s.Loop, s.Engine, ln.Engine())
 			}
 		}
 		switch {
 		case len(stats) == 0:
-			c.Problem = "Listener.Stats() returned no loops"
+			c.Problem = "the listener's engine reported no loops"
 		case c.BuffersOut != 0 && c.Problem == "":
 			c.Problem = fmt.Sprintf("%d provided buffers still out of the rings", c.BuffersOut)
 		}

@@ -35,7 +35,7 @@
 // the leak checks wait, for up to -settle, until the process has no more
 // descriptors and goroutines than before the server started and every
 // provided io_uring buffer is back in its ring (Listener.Stats,
-// LoopStats.BuffersOut).
+// Stats.BuffersOut).
 //
 // Usage:
 //

@@ -1,0 +1,57 @@
+//go:build linux
+
+package ringpoll
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestStats: a Server's Stats and its listener's count the same bytes,
+// name the engine that runs and its loops; the Server's also counts its
+// handler panics; counters only grow. Every engine.
+func TestStats(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		ln := listen(t, e, "tcp", WithLoops(2))
+		s := tsServeHandler(t, ln, tsLines(func(c *Conn, line []byte) error {
+			if string(line) == "panic\n" {
+				panic("TestStats")
+			}
+			return tsEchoLine(c, line)
+		}), WithLogger(slog.New(slog.DiscardHandler)))
+		const lines = 100
+		line := strings.Repeat("x", 999) + "\n"
+		c := tsDialStd(t, "tcp", ln.Addr().String())
+		for range lines {
+			if err := tsEchoOnce(c, line); err != nil {
+				t.Fatal(err)
+			}
+		}
+		victim := tsDialStd(t, "tcp", ln.Addr().String())
+		if _, err := victim.Write([]byte("panic\n")); err != nil {
+			t.Fatal(err)
+		}
+		tsReadEOF(t, victim, true)
+
+		ls, ss := ln.Stats(), s.srv.Stats()
+		if ls.Engine != ln.Engine() || ss.Engine != ln.Engine() || ls.Loops != 2 || ss.Loops != 2 {
+			t.Errorf("listener %v, server %v: want engine %v, 2 loops", ls, ss, ln.Engine())
+		}
+		if want := uint64(lines * len(line)); ls.BytesIn < want || ss.BytesIn < ls.BytesIn {
+			t.Errorf("BytesIn: listener %d, server %d; want at least %d", ls.BytesIn, ss.BytesIn, want)
+		}
+		if ls.HandlerPanics != 0 || ss.HandlerPanics != 1 {
+			t.Errorf("HandlerPanics: listener %d, server %d; want 0 and 1", ls.HandlerPanics, ss.HandlerPanics)
+		}
+		if ss.DrainsExpired != 0 || ss.BuffersRetired != 0 {
+			t.Errorf("server %v: a quiet echo expired a drain or retired a buffer", ss)
+		}
+		if err := tsEchoOnce(c, line); err != nil {
+			t.Fatal(err)
+		}
+		if later := ln.Stats(); later.BytesIn <= ls.BytesIn {
+			t.Errorf("BytesIn went from %d to %d after another line", ls.BytesIn, later.BytesIn)
+		}
+	})
+}
