@@ -56,9 +56,9 @@ type muCall[T any] struct {
 }
 
 // muCalled runs f and reports its error, or the panic it raised.
-func muCalled(f func() error) (err error, panicked any) {
+func muCalled(f func() error) (panicked any, err error) {
 	defer func() { panicked = recover() }()
-	return f(), nil
+	return nil, f()
 }
 
 // muRun calls each of calls on an object from get (which may return the
@@ -85,7 +85,7 @@ func muRun[T any](t *testing.T, closedErr error, get func() T, calls []muCall[T]
 	}
 	for _, c := range calls {
 		o := get()
-		err, p := muCalled(func() error { return c.call(o) })
+		p, err := muCalled(func() error { return c.call(o) })
 		name := fmt.Sprintf("%v.%s(%s)", typ, c.method, c.args)
 		if p != nil {
 			t.Errorf("%s after Close panicked: %v", name, p)

@@ -140,9 +140,9 @@ func (s *ttSeq) failf(format string, args ...any) {
 	s.mu.Unlock()
 }
 
-// ttErrDone is what a torture handler returns: the Server closes the
+// errTTDone is what a torture handler returns: the Server closes the
 // connection.
-var ttErrDone = errors.New("torture: the handler is done")
+var errTTDone = errors.New("torture: the handler is done")
 
 // ttRun runs the sequence seed on e and reports whether it passed.
 func ttRun(t *testing.T, e Engine, seed uint64, sum *ttSummary) bool {
@@ -422,12 +422,12 @@ func (s *ttSeq) handle(ctx context.Context, c *Conn) error {
 	v, ok := s.ends.Load(c.RemoteAddr().String())
 	if !ok {
 		s.failf("the handler ran for a connection from %v, which the test did not open", c.RemoteAddr())
-		return ttErrDone
+		return errTTDone
 	}
 	x := v.(*ttEnd)
 	if x.handled.Swap(true) {
 		x.failf("the handler was called again after it returned an error")
-		return ttErrDone
+		return errTTDone
 	}
 	x.ring = c
 	close(x.started)
@@ -446,7 +446,7 @@ func (s *ttSeq) handle(ctx context.Context, c *Conn) error {
 	x.cn.keep(rs, false) // the Server releases what the handler read
 	x.markClose()
 	close(x.readerDone)
-	return ttErrDone
+	return errTTDone
 }
 
 // run drives the connections (and Shutdown) to their end, then checks

@@ -14,7 +14,6 @@ require (
 	github.com/quic-go/quic-go v0.65.0
 	github.com/ringpoll/ringpoll v0.0.0-00010101000000-000000000000
 	github.com/ringpoll/ringpoll/adapters/hertz v0.0.0-00010101000000-000000000000
-	golang.org/x/net v0.62.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0
 )
@@ -44,6 +43,7 @@ require (
 	golang.org/x/arch v0.0.0-20210923205945-b76863e36670 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 )
 
@@ -54,13 +53,13 @@ func findSource(dir string) (string, error) {
 	}
 }
 
-// goTool returns the go command: from PATH, else the one this program was
-// built with.
+// goTool returns the go command: from PATH, else from the usual install
+// directory (where .ci/run finds it too).
 func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "/usr/local/go/bin/go"
 }
 
 // build compiles the programs into dir. The ringpoll ones must build; the

@@ -313,20 +313,20 @@ func (s *echoServer) shutdown(timeout time.Duration) shutdownResult {
 		select {
 		case err := <-s.serveDone:
 			if !errors.Is(err, ringpoll.ErrServerClosed) {
-				errs = append(errs, fmt.Errorf("Serve returned %v, want ErrServerClosed", err))
+				errs = append(errs, fmt.Errorf("serve returned %v, want ErrServerClosed", err))
 			}
 		case <-time.After(timeout):
-			errs = append(errs, errors.New("Serve did not return after Shutdown"))
+			errs = append(errs, errors.New("serve did not return after Shutdown"))
 		}
 	} else {
 		s.ln.Close()
 		select {
 		case <-s.acceptDone:
 			if s.acceptErr != nil {
-				errs = append(errs, fmt.Errorf("Accept: %w", s.acceptErr))
+				errs = append(errs, fmt.Errorf("accept: %w", s.acceptErr))
 			}
 		case <-time.After(timeout):
-			errs = append(errs, errors.New("Accept did not return after Close"))
+			errs = append(errs, errors.New("accept did not return after Close"))
 		}
 		if !waitGroupTimeout(&s.wg, time.Until(start.Add(timeout))) {
 			s.mu.Lock()

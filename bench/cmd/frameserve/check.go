@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
 
@@ -141,7 +140,7 @@ func checkGRPC(ctx context.Context, stream bool, addr string) (string, error) {
 		return "", err
 	}
 	defer cc.Close()
-	c := testgrpc.NewBenchmarkServiceClient(cc)
+	c := testpb.NewBenchmarkServiceClient(cc)
 	req := &testpb.SimpleRequest{
 		ResponseType: testpb.PayloadType_COMPRESSABLE, ResponseSize: grpcCheckSize,
 		Payload: &testpb.Payload{Type: testpb.PayloadType_COMPRESSABLE, Body: make([]byte, 10)},

@@ -18,9 +18,8 @@
 //     serving a ringpoll.Listen listener (the default engine, or epoll) or
 //     std net.Listen. They answer /hello and /json as Hertz does (json with
 //     encoding/json), and with -file PATH they serve that file at /file
-//     with http.ServeFile. -h2c wraps the handler in
-//     golang.org/x/net/http2/h2c, so clients may speak HTTP/2 without TLS
-//     (prior knowledge or Upgrade) as well as HTTP/1.1.
+//     with http.ServeFile. -h2c lets clients speak HTTP/2 without TLS
+//     (prior knowledge; http.Server's Protocols) as well as HTTP/1.1.
 //   - grpc-ringpoll, grpc-std: grpc-go's benchmark service
 //     (google.golang.org/grpc/benchmark.StartServer, protobuf codec) on a
 //     ringpoll.Listen listener or on net.Listen.
@@ -157,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.kind, "server", "", "server kind: "+fmt.Sprint(kinds))
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "TCP (UDP for quic-*) `host:port` to listen on (port 0 picks one), or with -check to ask")
 	fs.StringVar(&cfg.file, "file", "", "http-* servers: serve this file at /file; -check file: the file to compare with")
-	fs.BoolVar(&cfg.h2c, "h2c", false, "http-* servers: also speak HTTP/2 without TLS (golang.org/x/net/http2/h2c)")
+	fs.BoolVar(&cfg.h2c, "h2c", false, "http-* servers: also speak HTTP/2 without TLS, with prior knowledge (http.Protocols)")
 	fs.StringVar(&cfg.check, "check", "", "make one request to -addr and check the answer: "+fmt.Sprint(checks))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 
 	"github.com/ringpoll/ringpoll"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 )
 
 // listen makes the listener a kind serves on: ringpoll's default engine
@@ -55,11 +53,13 @@ func startHTTP(cfg config) (*running, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := httpHandler(cfg.file)
+	srv := &http.Server{Handler: httpHandler(cfg.file)}
 	if cfg.h2c {
-		h = h2c.NewHandler(h, &http2.Server{})
+		// HTTP/2 without TLS, with prior knowledge, beside HTTP/1.1.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
-	srv := &http.Server{Handler: h}
 	r := &running{addr: ln.Addr().String(), done: make(chan error, 1)}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

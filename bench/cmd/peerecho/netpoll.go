@@ -41,6 +41,7 @@ func startNetpoll(cfg config) (*netpollServer, error) {
 	if cfg.loops > 0 {
 		// Deprecated in favour of netpoll.Configure, which must run in an
 		// init function; SetNumLoops works as long as no connection exists.
+		//lint:ignore SA1019 Configure must run in an init function; this runs before any connection exists.
 		if err := netpoll.SetNumLoops(cfg.loops); err != nil {
 			return nil, fmt.Errorf("netpoll.SetNumLoops(%d): %w", cfg.loops, err)
 		}
