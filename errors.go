@@ -79,7 +79,7 @@ var (
 	// event loop, made by a handler that runs inline on that loop
 	// (WithInlineHandler): Conn.SendFile. Make the call from a pooled
 	// handler (the default) or another goroutine.
-	ErrInline = errors.New("ringpoll: the call waits for the event loop, and the handler runs inline on it (WithInlineHandler): call it from a pooled handler or another goroutine")
+	ErrInline = errors.New("ringpoll: the call would wait for the loop its inline handler runs on")
 
 	// ErrIdleTimeout is returned (in a *net.OpError) by the calls on a
 	// connection that its idle timer closed (WithIdleTimeout): reads,

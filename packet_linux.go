@@ -775,7 +775,7 @@ func appendDatagram(ps []Packet, p Packet, seg int) []Packet {
 
 var errNilBatch = errors.New("ringpoll: ReadBatch into a nil *Batch: make one with NewBatch")
 
-var errGROBatch = errors.New("ringpoll: a PacketConn with WithGRO receives up to 64 KiB at once: read it with a Batch of MaxPacketSize slots")
+var errGROBatch = errors.New("ringpoll: a GRO socket needs Batch slots of MaxPacketSize")
 
 // sendmmsg sends messages [from, from+n) of h on fd (mmsg.Headers.Send);
 // a variable so that a test can make the socket's send buffer look full.

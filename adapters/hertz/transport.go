@@ -100,7 +100,7 @@ func (t *Transporter) ListenAndServe(onData network.OnData) error {
 	if t.tls {
 		// Serving plain text to clients that expect TLS would be worse
 		// than not serving.
-		return errors.New("hertz transport: server.WithTLS is not supported by the ringpoll transport; terminate TLS in front of the server, or use Hertz's standard transport for TLS")
+		return errors.New("hertz transport: server.WithTLS is not supported")
 	}
 	t.mu.Lock()
 	if t.down.Load() {
@@ -141,12 +141,12 @@ func (t *Transporter) listen() (*ringpoll.Listener, error) {
 	if t.given != nil {
 		ln, ok := t.given.(*ringpoll.Listener)
 		if !ok {
-			return nil, fmt.Errorf("hertz transport: server.WithListener gave a %T; the ringpoll transport serves only listeners from ringpoll.Listen (pass one of those, or an address with server.WithHostPorts)", t.given)
+			return nil, fmt.Errorf("hertz transport: server.WithListener gave a %T, not a *ringpoll.Listener", t.given)
 		}
 		return ln, nil
 	}
 	if t.listenConfig != nil && t.listenConfig.Control != nil {
-		return nil, errors.New("hertz transport: server.WithListenConfig's Control is not supported: ringpoll.Listen makes the socket and takes no ListenConfig; set socket options on a listener from ringpoll.Listen, through its SyscallConn or per connection, and pass it with server.WithListener")
+		return nil, errors.New("hertz transport: server.WithListenConfig's Control is not supported")
 	}
 	network.UnlinkUdsFile(t.network, t.addr) //nolint:errcheck // a stale socket file, if any
 	ln, err := ringpoll.Listen(t.network, t.addr, t.opts...)

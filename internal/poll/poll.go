@@ -158,7 +158,7 @@ var (
 	// ErrWouldBlock is returned, on an FD with NoBlock set, by a read
 	// that needs more input than has arrived and by a CloseWrite that
 	// would wait for output to drain.
-	ErrWouldBlock = errors.New("ringpoll: the call would block the event loop; return from the handler and wait for more input")
+	ErrWouldBlock = errors.New("ringpoll: the call would block the event loop")
 )
 
 type writeClosedError struct{}
