@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -13,95 +12,7 @@ import (
 	"github.com/ringpoll/ringpoll/internal/gopool"
 	"github.com/ringpoll/ringpoll/internal/poll"
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
-	"golang.org/x/sys/unix"
 )
-
-// PacketHandler serves datagrams a batch at a time. ServePackets gets the
-// datagrams one read returned (views valid until it returns) and a
-// PacketWriter whose replies go out together, many per system call, when
-// it returns.
-type PacketHandler interface {
-	ServePackets(w *PacketWriter, in []Packet)
-}
-
-// PacketHandlerFunc adapts a function to a PacketHandler.
-type PacketHandlerFunc func(w *PacketWriter, in []Packet)
-
-// ServePackets calls f(w, in).
-func (f PacketHandlerFunc) ServePackets(w *PacketWriter, in []Packet) { f(w, in) }
-
-// PacketWriter queues a handler's replies: WriteTo copies the payload, and
-// the queued datagrams are sent together (one WriteBatch, sendmmsg; an
-// inline handler's on the uring engines through the reader's ring) when
-// the handler returns, or earlier with Flush or when the queue fills.
-type PacketWriter struct {
-	conn *PacketConn
-	out  []Packet
-	mem  []byte
-	log  func(error)
-	rs   *ringSends // an inline handler's on the uring engines
-}
-
-// pwQueue is how many replies a PacketWriter queues before it sends them;
-// its memory for their payloads starts at pwMinMem and grows up to
-// pwMaxMem while it fills before the queue does.
-const (
-	pwQueue  = DefaultBatchPackets
-	pwMinMem = 4 << 10
-	pwMaxMem = 1 << 20
-)
-
-// Conn returns the socket the datagrams came from and replies leave by.
-func (w *PacketWriter) Conn() *PacketConn { return w.conn }
-
-// WriteTo queues b, copied, as a datagram to addr. It fails only for a
-// payload no datagram can carry (ErrMessageTooLong) or, when the queue
-// was full and sending it failed, with that error.
-func (w *PacketWriter) WriteTo(b []byte, addr netip.AddrPort) error {
-	if len(b) > w.conn.maxTo(addr.Addr()) {
-		return w.conn.opError("write", addr, ErrMessageTooLong)
-	}
-	switch {
-	case len(w.out) == pwQueue:
-		if err := w.Flush(); err != nil {
-			return err
-		}
-	case len(w.mem)+len(b) > cap(w.mem) && len(w.out) > 0:
-		// Out of memory before the queue filled: send, and give the
-		// next queue twice the room (up to pwMaxMem), so that replies
-		// keep going out many per system call.
-		grow := 2 * cap(w.mem)
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		if cap(w.mem) < grow && grow <= pwMaxMem {
-			w.mem = make([]byte, 0, grow)
-		}
-	}
-	if len(w.mem)+len(b) > cap(w.mem) {
-		w.mem = make([]byte, 0, max(2*cap(w.mem), len(b), pwMinMem))
-	}
-	start := len(w.mem)
-	w.mem = append(w.mem, b...)
-	w.out = append(w.out, Packet{Data: w.mem[start:len(w.mem):len(w.mem)], Addr: addr})
-	return nil
-}
-
-// Flush sends the queued datagrams now. (An inline handler's on the
-// uring engines leave with the reader's next submission to its ring; an
-// error then comes from the Flush after.)
-func (w *PacketWriter) Flush() error {
-	if w.rs != nil {
-		return w.rs.flush(w)
-	}
-	if len(w.out) == 0 {
-		return nil
-	}
-	_, err := w.conn.WriteBatch(w.out)
-	clear(w.out)
-	w.out, w.mem = w.out[:0], w.mem[:0]
-	return err
-}
 
 // PacketServer reads one or more PacketConns, each with a goroutine of its
 // own, and hands the batches read to a PacketHandler: on a pooled
@@ -508,86 +419,4 @@ func (s *PacketServer) closeConns() {
 	for _, c := range conns {
 		c.Close()
 	}
-}
-
-// ListenPacketGroup opens sockets sharing one UDP address with
-// SO_REUSEPORT: as many as WithReusePort says (default GOMAXPROCS), the
-// first bound to the address asked (port 0 picks one) and the rest to the
-// same. The kernel spreads datagrams over them by a hash of the addresses,
-// or, with WithCPUSteering, by the CPU that received them. Serve them with
-// a PacketServer, or read each on a goroutine of its own. Options:
-// WithEngine, WithLogger, WithReusePort, WithCPUSteering, WithGRO,
-// WithoutGSO.
-func ListenPacketGroup(network, address string, opts ...Option) ([]*PacketConn, error) {
-	cfg, err := packetConfig(inListenPacketGroup, network, opts)
-	if err != nil {
-		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
-	}
-	return listenPacketGroup(network, address, cfg)
-}
-
-func listenPacketGroup(network, address string, cfg *config) ([]*PacketConn, error) {
-	n := cfg.reusePort
-	if n == 0 {
-		n = runtime.GOMAXPROCS(0)
-		c := *cfg
-		c.reusePort = n // for packetControl: SO_REUSEPORT
-		cfg = &c
-	}
-	lc := net.ListenConfig{Control: cfg.packetControl}
-	var conns []*PacketConn
-	fail := func(err error) ([]*PacketConn, error) {
-		for _, c := range conns {
-			c.Close()
-		}
-		return nil, err
-	}
-	for i := range n {
-		pc, err := lc.ListenPacket(context.Background(), network, address)
-		if err != nil {
-			return fail(err)
-		}
-		c, err := newPacketConn(pc.(*net.UDPConn), network, false, cfg)
-		if err != nil {
-			return fail(err)
-		}
-		conns = append(conns, c)
-		if i == 0 {
-			address = c.LocalAddr().String()
-		}
-	}
-	if cfg.steerCPU {
-		if err := steerByCPU(conns[0], len(conns)); err != nil {
-			return fail(&net.OpError{Op: "listen", Net: network, Source: conns[0].LocalAddr(), Err: err})
-		}
-	}
-	return conns, nil
-}
-
-// Classic BPF's ancillary load of the current CPU's number.
-const (
-	skfAdOff = 0xfffff000 // SKF_AD_OFF, -0x1000
-	skfAdCPU = 36         // SKF_AD_CPU
-)
-
-// steerByCPU attaches to a reuseport group a program choosing socket
-// (CPU mod n) for each datagram.
-func steerByCPU(c *PacketConn, n int) error {
-	prog := []unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: skfAdOff + skfAdCPU},
-		{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(n)},
-		{Code: unix.BPF_RET | unix.BPF_A},
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	var serr error
-	err := c.control(func(fd int) {
-		serr = unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fprog)
-	})
-	if err == nil {
-		err = serr
-	}
-	if err != nil {
-		return errors.Join(errors.New("ringpoll: attaching the CPU steering program (SO_ATTACH_REUSEPORT_CBPF)"), err)
-	}
-	return nil
 }
