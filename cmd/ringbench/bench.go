@@ -1,0 +1,172 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// bench runs cfg and writes its outputs; the int is the exit status.
+func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, error) {
+	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
+		return 1, err
+	}
+	placement := fmt.Sprintf("servers on CPUs %s, load generator on CPUs %s", cfg.serverCPUs, cfg.loadCPUs)
+	if len(cfg.serverCPUs) == 0 || len(cfg.loadCPUs) == 0 {
+		placement += " (not pinned: fewer than 2 CPUs, or not asked; expect noisier numbers)"
+	}
+	fmt.Fprintf(stderr, "ringbench: %s\n", placement)
+
+	var notes []string
+	needPeers, needC := cfg.charts, false
+	for _, s := range cfg.servers {
+		needPeers = needPeers || s.kind == "peer"
+		needC = needC || s.kind == "c"
+	}
+	fmt.Fprintf(stderr, "ringbench: building servers and the load generator from %s\n", cfg.src)
+	b, err := build(ctx, cfg.src, filepath.Join(cfg.out, "bin"), needPeers, needC)
+	if err != nil {
+		return 1, err
+	}
+	if needC && b.cErr != nil {
+		cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.kind == "c" })
+		msg := fmt.Sprintf("the C reference server did not build, so c-liburing is left out: %v", b.cErr)
+		notes = append(notes, msg)
+		fmt.Fprintln(stderr, "ringbench:", msg)
+	}
+	if needPeers && b.peersErr != nil {
+		var kept []server
+		var dropped []string
+		for _, s := range cfg.servers {
+			if s.kind == "peer" {
+				dropped = append(dropped, s.name)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		cfg.servers = kept
+		msg := fmt.Sprintf("the bench module did not build, so %s and the charts are left out: %v",
+			strings.Join(dropped, " and "), b.peersErr)
+		if len(dropped) == 0 {
+			msg = fmt.Sprintf("the bench module did not build, so the charts are left out: %v", b.peersErr)
+		}
+		notes = append(notes, msg)
+		fmt.Fprintln(stderr, "ringbench:", msg)
+		cfg.charts = false
+		if len(cfg.servers) == 0 {
+			return 1, errors.New("no server left to run")
+		}
+	}
+	syscallsHow := "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, in a window of its own (up to 500 ms) right after the measured one, under the same load (perf's tracepoint costs the server time on every call, which the CPU figures must not carry)"
+	if _, err := exec.LookPath("perf"); err != nil {
+		syscallsHow = "perf is not installed (install linux-perf), so only ringpoll servers have a count: " +
+			"their own count of event-loop syscalls (io_uring_enter, epoll_wait), marked (lib), a lower bound"
+		notes = append(notes, "syscalls per request: perf is missing; ringpoll's figures are the library's own counts, marked (lib), and the peers have none")
+	}
+
+	jl, err := os.Create(filepath.Join(cfg.out, "results.jsonl"))
+	if err != nil {
+		return 1, err
+	}
+	defer jl.Close()
+	total := cfg.repeats * len(cfg.servers) * len(cfg.loads) * len(cfg.conns)
+	perRun := cfg.warmup + cfg.duration + 400*time.Millisecond
+	estimate := time.Duration(total) * perRun
+	if cfg.turns > 0 {
+		estimate += time.Duration(turnsCount(&cfg)) * (cfg.turns + 2*cfg.warmup + 1500*time.Millisecond)
+	}
+	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats) and %d comparisons in turns, about %s\n",
+		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, turnsCount(&cfg), clock(estimate))
+	r := &runner{cfg: &cfg, bins: b, out: jl, place: placement,
+		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}
+	runErr := r.run(ctx)
+	r.prog.finish()
+	if runErr != nil {
+		notes = append(notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
+	}
+	var turnRuns []turnsRun
+	if cfg.turns > 0 && runErr == nil && turnsCount(&cfg) > 0 {
+		fmt.Fprintf(stderr, "ringbench: the default against each server in turns, %v each\n", cfg.turns)
+		turnRuns = r.runTurns(ctx, cfg.turns, stderr)
+	}
+
+	var order []string
+	for _, s := range cfg.servers {
+		order = append(order, s.name)
+	}
+	sums := summarize(r.runs, order)
+	for _, s := range sums {
+		if err := writeJSONLine(jl, s); err != nil {
+			return 1, err
+		}
+	}
+	if err := jl.Sync(); err != nil {
+		return 1, err
+	}
+	fmt.Fprintln(stdout)
+	writeTable(stdout, sums)
+	writeTurns(stdout, turnRuns, false)
+
+	var charts []string
+	if cfg.charts && len(sums) > 0 {
+		charts, err = renderCharts(ctx, b.ringplot, jl.Name(), cfg.out)
+		if err != nil {
+			notes = append(notes, "charts failed: "+err.Error())
+			fmt.Fprintln(stderr, "ringbench: charts failed:", err)
+		}
+	}
+	m := meta{
+		Date:      time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		Command:   cfg.commandLine,
+		Machine:   machine(),
+		Go:        runtime.Version(),
+		Placement: placement,
+		Repeats:   cfg.repeats,
+		Warmup:    cfg.warmup.String(),
+		Duration:  cfg.duration.String(),
+		Syscalls:  syscallsHow,
+		Notes:     notes,
+	}
+	report := filepath.Join(cfg.out, "report.md")
+	f, err := os.Create(report)
+	if err != nil {
+		return 1, err
+	}
+	writeMarkdown(f, m, r.runs, sums, charts)
+	writeTurns(f, turnRuns, true)
+	if err := f.Close(); err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s, %s", jl.Name(), report)
+	if len(charts) > 0 {
+		fmt.Fprintf(stdout, " and %d charts in %s", len(charts), cfg.out)
+	}
+	fmt.Fprintln(stdout)
+
+	code := 0
+	for _, s := range sums {
+		if s.VerifyErrors > 0 {
+			fmt.Fprintf(stderr, "ringbench: %s %s %d conns: %d echoes failed verification\n", s.Server, s.Group(), s.Conns, s.VerifyErrors)
+			code = 1
+		}
+	}
+	for _, run := range r.runs {
+		if run.Err != "" {
+			code = 1
+		}
+	}
+	if runErr != nil {
+		code = 1
+	}
+	return code, nil
+}
