@@ -164,7 +164,7 @@ func fwRow(runs []benchfmt.Run, g []benchfmt.Summary, s benchfmt.Summary, sc fwS
 		// The kernel's TCP work on loopback runs on either side's CPU,
 		// and the split moves from run to run: the busy time of the
 		// server's CPUs, and of all, say what the download cost the
-		// machine (fwrun.go, busySample).
+		// machine (fwresult.go, busySample).
 		mib := func(key string) string {
 			st := resultStat(runs, s.Cell, key)
 			st.Median /= 1 << 20

@@ -5,9 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,118 +137,12 @@ func benchFrameworks(ctx context.Context, fc fwConfig) (int, error) {
 	return code, nil
 }
 
-// fwPrepare finds the clients the scenarios need, installing wrk and
-// h2load when missing, and builds frameserve, ringplot, quicload and
-// grpc-go's benchmark client in bin. It drops the scenarios whose client
-// is missing, noting why, and returns the clients' paths and versions.
-func fwPrepare(ctx context.Context, fc *fwConfig, bin string, note func(string)) (map[string]string, []string, error) {
-	// The clients: wrk and h2load from Debian, the gRPC one and quicload
-	// built.
-	var want []string
-	for _, sc := range fc.scenarios {
-		if _, deb := debPackages[sc.client]; deb && !slices.Contains(want, sc.client) {
-			want = append(want, sc.client)
-		}
-	}
-	tools, missing := systemInstaller(fc.stderr).ensure(ctx, want)
-	benchDir := filepath.Join(fc.src, "bench")
-	fmt.Fprintf(fc.stderr, "ringbench: building frameserve, ringplot, quicload and grpc-go's benchmark client in %s\n", benchDir)
-	pkgs := []string{"./cmd/frameserve", "./cmd/ringplot"}
-	quic := slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return s.client == "quicload" })
-	if quic {
-		pkgs = append(pkgs, "./cmd/quicload")
-		tools["quicload"] = filepath.Join(bin, "quicload")
-	}
-	if err := goBuild(ctx, benchDir, bin, pkgs...); err != nil {
-		return nil, nil, fmt.Errorf("the framework servers are in the bench module, which did not build: %w", err)
-	}
-	if slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return s.client == "grpc" }) {
-		tools["grpc"] = filepath.Join(bin, "grpcbench")
-		if err := goBuildOne(ctx, benchDir, tools["grpc"], "google.golang.org/grpc/benchmark/client"); err != nil {
-			missing["grpc"] = err
-		}
-	}
-	fc.scenarios = slices.DeleteFunc(fc.scenarios, func(sc fwScenario) bool {
-		if err := missing[sc.client]; err != nil {
-			note(fmt.Sprintf("%s is left out: %v", sc.name, err))
-			return true
-		}
-		return false
-	})
-	if len(fc.scenarios) == 0 {
-		return nil, nil, errors.New("no scenario left to run")
-	}
-	var versions []string
-	if slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return slices.Equal(s.servers, hertzServers) }) {
-		versions = append(versions, "Hertz "+moduleVersion(filepath.Join(benchDir, "go.mod"), "github.com/cloudwego/hertz"))
-	}
-	for _, t := range want {
-		if tools[t] != "" {
-			versions = append(versions, toolVersion(ctx, tools[t], map[string]string{"wrk": "-v", "h2load": "--version"}[t]))
-		}
-	}
-	if tools["grpc"] != "" {
-		versions = append(versions, "grpc-go "+moduleVersion(filepath.Join(benchDir, "go.mod"), "google.golang.org/grpc")+" (benchmark/client)")
-	}
-	if quic {
-		versions = append(versions, "quicload (bench/cmd/quicload, quic-go "+
-			moduleVersion(filepath.Join(benchDir, "go.mod"), "github.com/quic-go/quic-go")+" on std UDP sockets, as the servers' quic-go)")
-	}
-
-	return tools, versions, nil
-}
-
 // warmupText describes the warm-up the clients run.
 func warmupText(d time.Duration) string {
 	if d <= 0 {
 		return "none"
 	}
 	return fmt.Sprintf("%ds, as the clients take whole seconds", wholeSeconds(d))
-}
-
-// goVersion is the go command's version, which built the servers.
-func goVersion() string {
-	out, err := exec.Command(goTool(), "env", "GOVERSION").Output()
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// goBuildOne builds one package, of dir's module or one it requires, to
-// the file out.
-func goBuildOne(ctx context.Context, dir, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, pkg)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr, cmd.Stdout = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s (in %s): %v: %s", pkg, dir, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
-// makeFile writes a temporary file of size pseudo-random bytes (so no
-// layer can compress it) and returns its path.
-func makeFile(size int64) (string, error) {
-	f, err := os.CreateTemp("", "ringbench-file-*.bin")
-	if err != nil {
-		return "", err
-	}
-	rng := rand.NewChaCha8([32]byte{'r', 'i', 'n', 'g'})
-	buf := make([]byte, 1<<20)
-	for n := int64(0); n < size && err == nil; n += int64(len(buf)) {
-		rng.Read(buf)
-		_, err = f.Write(buf[:min(int64(len(buf)), size-n)])
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
 }
 
 // run runs every repeat: within a repeat every scenario, and within a
@@ -369,113 +261,6 @@ func (r *fwRunner) measure(ctx context.Context, rep int, sc fwScenario, cell ben
 	run.Result["bytes_per_server_cpus_busy_s"] = perBusy(res.Bytes, serverBusy)
 	run.Result["bytes_per_all_cpus_busy_s"] = perBusy(res.Bytes, allBusy)
 	return run
-}
-
-// busySample is /proc/stat's times of the server's CPUs and of the
-// server's and client's CPUs together. On loopback the kernel's TCP work
-// for a connection runs in softirqs on whichever CPU raised them, charged
-// to whatever thread ran there: the server's threads' CPU (schedstat)
-// moves with that split, the CPUs' busy time does not.
-type busySample struct {
-	server, all cpuTicks
-	ok          bool
-}
-
-// sampleBusy reads the CPUs' times, if both CPU sets are known.
-func (r *fwRunner) sampleBusy() busySample {
-	if len(r.fc.serverCPUs) == 0 || len(r.fc.loadCPUs) == 0 {
-		return busySample{}
-	}
-	all := slices.Concat(r.fc.serverCPUs, r.fc.loadCPUs)
-	slices.Sort(all)
-	all = slices.Compact(all)
-	s, err1 := readCPUTicks(r.fc.serverCPUs)
-	a, err2 := readCPUTicks(all)
-	return busySample{server: s, all: a, ok: err1 == nil && err2 == nil}
-}
-
-// since returns the busy CPU-seconds of the server's CPUs and of all,
-// from b to a later sample (cpuTicks.busySince: the wall time between
-// them less the idle time), or -1 where unknown.
-func (b busySample) since(later busySample) (server, all float64) {
-	busy := func(x, y cpuTicks) float64 {
-		wall := y.at.Sub(x.at).Seconds()
-		if wall <= 0 {
-			return -1
-		}
-		return y.busySince(x) * wall
-	}
-	if !b.ok || !later.ok {
-		return -1, -1
-	}
-	return busy(b.server, later.server), busy(b.all, later.all)
-}
-
-// perBusy returns bytes per busy second, or -1 where either is unknown.
-func perBusy(bytes, busy float64) float64 {
-	if bytes < 0 || busy <= 0 {
-		return -1
-	}
-	return bytes / busy
-}
-
-// fwResult is a run's result, in the fields of ringload's result that
-// ringbench summarizes (so the tables and charts read both), plus the
-// clients' own.
-func fwResult(res clientResult, cpuS, wall, ctxsw float64) map[string]any {
-	per := func(x, y float64) float64 {
-		if x < 0 || y <= 0 {
-			return -1
-		}
-		return x / y
-	}
-	bytesPerS := -1.0
-	if res.Bytes >= 0 {
-		bytesPerS = per(res.Bytes, res.Seconds)
-	}
-	// The client's CPU spans its whole run, as the server's does; both
-	// processes' together is what the load cost the machine in user
-	// threads (on loopback the kernel's work for either side is charged
-	// to whichever thread ran it).
-	both := -1.0
-	if cpuS >= 0 && res.ClientCPUs >= 0 {
-		both = cpuS + res.ClientCPUs
-	}
-	mib := -1.0
-	if res.Bytes >= 0 {
-		mib = res.Bytes / (1 << 20)
-	}
-	return map[string]any{
-		"req_per_s": res.ReqPerS, "p50_us": res.P50us, "p99_us": res.P99us, "p999_us": res.P999us, "p9999_us": -1,
-		"requests": res.Requests, "window_s": res.Seconds, "bytes": res.Bytes, "bytes_per_s": bytesPerS,
-		"server_cpu_s": cpuS, "server_cpu_cores": per(cpuS, wall),
-		"server_cpu_us_per_req":  per(cpuS*1e6, res.Requests),
-		"req_per_server_cpu_s":   per(res.Requests, cpuS),
-		"bytes_per_server_cpu_s": per(res.Bytes, cpuS),
-		"server_cpu_ms_per_mib":  per(cpuS*1e3, mib),
-		"client_cpu_s":           res.ClientCPUs,
-		"client_cpu_us_per_req":  per(res.ClientCPUs*1e6, res.Requests),
-		"client_cpu_ms_per_mib":  per(res.ClientCPUs*1e3, mib),
-		"both_cpu_us_per_req":    per(both*1e6, res.Requests),
-		"both_cpu_ms_per_mib":    per(both*1e3, mib),
-		"req_per_both_cpu_s":     per(res.Requests, both),
-		"bytes_per_both_cpu_s":   per(res.Bytes, both),
-		"ctx_switches_per_req":   per(ctxsw, res.Requests),
-		"syscalls_per_req":       -1, "loop_syscalls_per_req": -1,
-		// io_errors feeds summarize's error count.
-		"errors": res.Errors, "io_errors": res.Errors, "error_text": res.ErrorText,
-	}
-}
-
-// runErrors returns the client's error count in a run's result.
-func runErrors(run benchfmt.Run) int64 {
-	if v, ok := run.Result["errors"].(float64); ok {
-		return int64(v)
-	}
-	if v, ok := run.Result["errors"].(int64); ok {
-		return v
-	}
-	return 0
 }
 
 // client runs sc's client for seconds, pinned to the load CPUs, and
