@@ -4,7 +4,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sync"
 	"syscall"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
@@ -168,19 +167,20 @@ func (m *fileMover) Move(sock, n int) (int, error) {
 // Read implements poll.Mover.
 func (m *fileMover) Read(p []byte) (int, error) { return m.r.Read(p) }
 
-// maxSplice is the most one splice moves into the pipe: the pipe's size
-// (F_SETPIPE_SZ), 1 MiB, the default of /proc/sys/fs/pipe-max-size.
-const maxSplice = 1 << 20
+// maxSplice is the most one splice moves into the pipe: the size the pool
+// asks for its pipes (poll.PipeSize).
+const maxSplice = poll.PipeSize
 
 // spliceFrom sends up to remain bytes from the stream socket behind rc:
 // splice into a pipe inside rc.Read (which waits in Go's poller while the
 // socket has no input), then out of the pipe into c.
 func (c *Conn) spliceFrom(rc syscall.RawConn, remain int64) (written int64, err error, handled bool) {
-	p, err := getPipe()
+	p, err := poll.GetPipe()
 	if err != nil {
 		return 0, nil, false // copy instead, as std net does
 	}
-	defer putPipe(p)
+	var held int64 // bytes in the pipe: one that still holds some is closed
+	defer func() { poll.PutPipe(p, held) }()
 	f := &pipeFill{p: p}
 	call := f.fill
 	for remain > 0 {
@@ -200,9 +200,9 @@ func (c *Conn) spliceFrom(rc syscall.RawConn, remain int64) (written int64, err 
 		if f.n == 0 {
 			return written, nil, true // the source's end
 		}
-		p.data += f.n
+		held += int64(f.n)
 		n, _, err := c.fd.SendFrom(pipeMover{p}, int64(f.n), poll.MoveSplice)
-		p.data -= int(n)
+		held -= n
 		written += n
 		remain -= n
 		if err != nil {
@@ -216,7 +216,7 @@ func (c *Conn) spliceFrom(rc syscall.RawConn, remain int64) (written int64, err 
 // inside the source's RawConn.Read: EAGAIN can then only mean the socket
 // has no input, and Read waits for it.
 type pipeFill struct {
-	p      *splicePipe
+	p      *poll.Pipe
 	max    int
 	n      int
 	err    error
@@ -225,82 +225,21 @@ type pipeFill struct {
 
 func (f *pipeFill) fill(fd uintptr) bool {
 	f.called = true
-	f.n, f.err = poll.Splice(f.p.wfd, int(fd), f.max)
+	f.n, f.err = poll.Splice(f.p.W, int(fd), f.max)
 	return !poll.IsAgain(f.err)
 }
 
 // pipeMover moves what a pipe holds into the socket.
-type pipeMover struct{ p *splicePipe }
+type pipeMover struct{ p *poll.Pipe }
 
 // Move implements poll.Mover.
-func (m pipeMover) Move(sock, n int) (int, error) { return poll.Splice(sock, m.p.rfd, n) }
+func (m pipeMover) Move(sock, n int) (int, error) { return poll.Splice(sock, m.p.R, n) }
 
 // Read implements poll.Mover. The pipe holds the bytes being asked for, so
 // the non-blocking read finds them.
-func (m pipeMover) Read(b []byte) (int, error) { return poll.Read(m.p.rfd, b) }
+func (m pipeMover) Read(b []byte) (int, error) { return poll.Read(m.p.R, b) }
 
-// splicePipe is a pipe for splice, and the bytes it holds.
-type splicePipe struct {
-	rfd, wfd int
-	data     int
-}
-
-// maxIdlePipes bounds the pipes kept for the next splice, two descriptors
-// each; more are closed when their splice ends.
-const maxIdlePipes = 8
-
-// pipes are the idle pipes, kept so that a splice need not make one.
-var pipes struct {
-	mu   sync.Mutex
-	idle []*splicePipe
-}
-
-// getPipe returns an empty pipe, idle or new.
-func getPipe() (*splicePipe, error) {
-	pipes.mu.Lock()
-	if n := len(pipes.idle); n > 0 {
-		p := pipes.idle[n-1]
-		pipes.idle = pipes.idle[:n-1]
-		pipes.mu.Unlock()
-		return p, nil
-	}
-	pipes.mu.Unlock()
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		return nil, os.NewSyscallError("pipe2", err)
-	}
-	// A full-size pipe takes a whole maxSplice per call; if the size is
-	// refused (pipe-max-size, the user's pipe quota), the default one
-	// only takes more calls.
-	unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, maxSplice)
-	return &splicePipe{rfd: fds[0], wfd: fds[1]}, nil
-}
-
-// putPipe keeps p for the next splice, or closes it: a pipe that still
-// holds bytes (the send failed) is never reused.
-func putPipe(p *splicePipe) {
-	if p.data == 0 {
-		pipes.mu.Lock()
-		if len(pipes.idle) < maxIdlePipes {
-			pipes.idle = append(pipes.idle, p)
-			pipes.mu.Unlock()
-			return
-		}
-		pipes.mu.Unlock()
-	}
-	unix.Close(p.rfd)
-	unix.Close(p.wfd)
-}
-
-// closeIdlePipes closes the idle pipes; tests call it before they count
-// descriptors.
-func closeIdlePipes() {
-	pipes.mu.Lock()
-	idle := pipes.idle
-	pipes.idle = nil
-	pipes.mu.Unlock()
-	for _, p := range idle {
-		unix.Close(p.rfd)
-		unix.Close(p.wfd)
-	}
-}
+// closeIdlePipes closes the process's idle pipes (poll's pool, which
+// ReadFrom's splices and the io_uring loops' file sends share); tests
+// call it before they count descriptors.
+func closeIdlePipes() { poll.CloseIdlePipes() }

@@ -96,7 +96,6 @@ type loop struct {
 	freeFileSlots []uint32
 	files         int
 	sleepyFiles   int       // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
-	pipes         []*pipe   // empty pipes for file sends (pipe.go)
 	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
 	// splices are the file sends in progress, by connection (few at a
 	// time: a pointer in each conn would cost every idle connection).
@@ -270,7 +269,6 @@ func fixedSlots() uint32 {
 // Closing the ring cancels whatever is still in flight (only the wake READ
 // by now).
 func (l *loop) teardownRing() {
-	l.closePipes()
 	if l.send != nil {
 		l.send.close()
 	}

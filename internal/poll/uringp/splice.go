@@ -3,6 +3,8 @@
 package uringp
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
@@ -13,7 +15,8 @@ import (
 // no sendfile: the loop splices the file into a pipe and the pipe into the
 // socket, two SPLICE requests linked with IOSQE_IO_LINK (the second starts
 // only when the first moved all it was asked to), page references moving
-// and no byte copied. The pipe comes from a pool of the loop's own.
+// and no byte copied. The pipe comes from the process's pool
+// (poll.GetPipe), shared with Conn.ReadFrom's socket splices.
 //
 //	file ──SPLICE(off, chunk)──> pipe ──SPLICE(chunk)──> socket
 //
@@ -24,7 +27,11 @@ import (
 // and the loop sends what the pipe holds on its own. The socket is
 // non-blocking, so a splice into a full one moves what fits and ends, or
 // ends with -EAGAIN: the loop then waits for room on the connection's
-// POLLOUT poll, as a send does, with what is left in the pipe. On SQPOLL
+// POLLOUT poll, as a send does, with what is left in the pipe. The pipe
+// is non-blocking too, which makes a splice that would wait for it fail
+// with -EAGAIN, and none would: the loop splices the file only into an
+// empty pipe (spliceStep sends what the pipe holds first) and out of it
+// only what it holds, so a -EAGAIN always means the socket. On SQPOLL
 // rings (uring-sqpoll) the two are not linked: an SQ thread shared by
 // several rings takes at most 8 entries of one at a time, and a cut chain
 // would let the second splice run beside the first; the loop submits the
@@ -55,7 +62,7 @@ type SpliceOp struct {
 	done chan struct{}
 	// The loop's state.
 	c       *conn
-	p       *pipe
+	p       *poll.Pipe
 	moved   int64  // bytes spliced out of the file
 	held    int64  // bytes in the pipe
 	inBusy  bool   // the file-to-pipe splice is in flight
@@ -96,10 +103,11 @@ func (l *loop) startSplice(op *SpliceOp) {
 		op.done <- struct{}{}
 		return
 	}
-	p, err := l.getPipe()
+	p, err := poll.GetPipe()
 	if err != nil {
 		op.Res = -int32(unix.EMFILE)
-		if e, ok := err.(unix.Errno); ok {
+		var e unix.Errno
+		if errors.As(err, &e) {
 			op.Res = -int32(e)
 		}
 		op.done <- struct{}{}
@@ -141,9 +149,9 @@ func (l *loop) spliceStep(c *conn) {
 // out of the pipe into the socket.
 func (l *loop) spliceIn(c *conn) {
 	op := l.splices[c]
-	chunk := min(op.N-op.moved, op.p.size-op.Off%pageSize, 1<<30)
+	chunk := min(op.N-op.moved, op.p.Size-op.Off%pageSize, 1<<30)
 	if chunk <= 0 {
-		chunk = min(op.N-op.moved, op.p.size) // a pipe smaller than a page
+		chunk = min(op.N-op.moved, op.p.Size) // a pipe smaller than a page
 	}
 	link := l.mode != ModeSQPoll
 	if link {
@@ -152,7 +160,7 @@ func (l *loop) spliceIn(c *conn) {
 		}
 	}
 	sqe := l.getSQE()
-	sqe.PrepSplice(op.File, op.Off, op.p.w, -1, uint32(chunk), unix.SPLICE_F_MOVE)
+	sqe.PrepSplice(op.File, op.Off, op.p.W, -1, uint32(chunk), unix.SPLICE_F_MOVE)
 	sqe.UserData = userData(kindSpliceIn, c.gen, c.slot)
 	op.inBusy = true
 	if link {
@@ -171,7 +179,7 @@ func (l *loop) spliceOut(c *conn, n int64, more bool) {
 		flags |= unix.SPLICE_F_MORE
 	}
 	sqe := l.getSQE()
-	sqe.PrepSplice(op.p.r, -1, c.fd.Sysfd, -1, uint32(n), flags)
+	sqe.PrepSplice(op.p.R, -1, c.fd.Sysfd, -1, uint32(n), flags)
 	c.useFixed(sqe)
 	sqe.UserData = userData(kindSpliceOut, c.gen, c.slot)
 	op.outBusy = true
@@ -316,7 +324,7 @@ func (l *loop) cancelSplice(c *conn) {
 func (l *loop) endSplice(c *conn) {
 	op := l.splices[c]
 	delete(l.splices, c)
-	l.putPipe(op.p, op.held)
+	poll.PutPipe(op.p, op.held)
 	op.p = nil
 	if op.stopped && op.Res == 0 && (op.moved < op.N && !op.EOF || op.held > 0) {
 		op.Res = -int32(unix.ECANCELED)
