@@ -12,8 +12,7 @@ import (
 
 // Serving a file range: the handler writes a header through the Writer,
 // flushes it, and sends the range with SendFile, which follows the header
-// on the wire; on the io_uring engines the connection's loop splices it
-// from the page cache to the socket.
+// on the wire; sendfile(2) moves it from the page cache to the socket.
 func ExampleConn_SendFile() {
 	dir, err := os.MkdirTemp("", "ringpoll-example")
 	if err != nil {

@@ -240,6 +240,5 @@ func (m pipeMover) Move(sock, n int) (int, error) { return poll.Splice(sock, m.p
 func (m pipeMover) Read(b []byte) (int, error) { return poll.Read(m.p.R, b) }
 
 // closeIdlePipes closes the process's idle pipes (poll's pool, which
-// ReadFrom's splices and the io_uring loops' file sends share); tests
-// call it before they count descriptors.
+// ReadFrom's splices share); tests call it before they count descriptors.
 func closeIdlePipes() { poll.CloseIdlePipes() }

@@ -15,11 +15,9 @@ import (
 // page cache) of each size, one after the other, to a std net reader in
 // the same process, by four means:
 //
-//   - ring: Conn.SendFile on the uring engine, linked SPLICEs on the
-//     connection's ring;
-//   - epoll: Conn.SendFile on epoll, sendfile(2) on the calling goroutine;
-//   - uring-sendfile: Conn.SendFile on the uring engine made to take
-//     sendfile(2) as on epoll (ringSendFileMin, the default);
+//   - uring: Conn.SendFile on the uring engine, sendfile(2) on the
+//     calling goroutine;
+//   - epoll: the same on epoll;
 //   - sendfile: a plain loop of sendfile(2) on a std *net.TCPConn, waiting
 //     for room in Go's poller (RawConn.Write), as net's own sendfile does;
 //   - copy: pread into a buffer and Conn.Write on the uring engine, the
@@ -28,7 +26,7 @@ import (
 // cpu-ns/op is the process's user and system time per range (getrusage;
 // it includes the reader and the kernel's io_uring workers, which are
 // threads of the process), the figure to compare beside ns/op's wall
-// time; per size, the lower picks the path.
+// time.
 //
 //	go test -run NONE -bench BenchmarkSendFile -benchtime 2000x -count 5
 func BenchmarkSendFile(b *testing.B) {
@@ -51,7 +49,7 @@ func BenchmarkSendFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, size := range []int64{4 << 10, 64 << 10, 1 << 20, 16 << 20} {
-		for _, kind := range []string{"ring", "uring-sendfile", "epoll", "sendfile", "copy"} {
+		for _, kind := range []string{"uring", "epoll", "sendfile", "copy"} {
 			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {
 				benchSendFile(b, name, fileSize, size, kind)
 			})
@@ -60,15 +58,10 @@ func BenchmarkSendFile(b *testing.B) {
 }
 
 func benchSendFile(b *testing.B, name string, fileSize, size int64, kind string) {
-	if kind == "ring" || kind == "copy" || kind == "uring-sendfile" {
+	if kind == "uring" || kind == "copy" {
 		if err := UringStatus(); err != nil {
 			b.Skipf("io_uring unavailable: %v", err)
 		}
-	}
-	if kind == "ring" {
-		old := ringSendFileMin
-		ringSendFileMin = 0
-		defer func() { ringSendFileMin = old }()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,16 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
-	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
 
 // SendFile sends n bytes of f, from offset off, to the connection, after
@@ -28,12 +25,7 @@ import (
 // when the socket is full copies a piece of the file through the output
 // queue, which the loop sends when room comes; closing the connection or
 // the write deadline ends it, and closing f ends it once the socket took
-// what was queued. The io_uring engines can instead send from the
-// connection's ring (the file spliced into a pipe and the pipe into the
-// socket, two linked SPLICE requests per chunk, cancelled in the ring by
-// Close, f's Close or the deadline), but on Linux 6.18 that costs more
-// CPU than sendfile(2) at every size measured (docs/bench/HISTORY.md), so
-// the library does not pick it.
+// what was queued.
 //
 // The bytes sendfile(2) moved, and the pieces copied when the socket was
 // full, count in Stats as io.Copy's (ReadFrom's) do: ZeroCopyBytes and
@@ -56,64 +48,15 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 		return 0, c.opError("sendfile", err)
 	}
 	defer c.fd.UnlockOutput()
-	var sent int64
-	var err error
-	if _, ring := c.eng.eng.(*uringp.Engine); ring && n >= ringSendFileMin {
-		sent, err = c.spliceFile(f, off, n)
-	} else {
-		sent, err = c.sendfile(f, off, n)
-	}
+	sent, err := c.sendfile(f, off, n)
 	if err != nil && err != io.EOF && c.fd.Closing() {
 		err = net.ErrClosed
 	}
 	return sent, c.opError("sendfile", err)
 }
 
-// ringSendFileMin is the smallest range the io_uring engines send from
-// the ring; smaller ones take sendfile(2), as on epoll, from the calling
-// goroutine (a writer may send on the socket while the loop has no
-// output: the queue is empty and the writers' lock held).
-// BenchmarkSendFile compares the two per size ("ring" and
-// "uring-sendfile"): on Linux 6.18 the ring's splices, which the kernel
-// runs in io-wq workers, cost 3-8x sendfile(2)'s CPU at 4 KiB, about the
-// same at 64 KiB and 1.3-1.5x from 1 MiB to 16 MiB (docs/bench/HISTORY.md), so
-// no size goes to the ring; the ring path stays for kernels where that
-// changes, and the tests run it.
-var ringSendFileMin int64 = math.MaxInt64
-
-// spliceFile has the connection's loop splice the range into the socket.
-func (c *Conn) spliceFile(f *File, off, n int64) (int64, error) {
-	f.mu.RLock() // f's descriptor stays open until the loop is done
-	defer f.mu.RUnlock()
-	if f.closed.Load() {
-		return 0, f.pathError("read", os.ErrClosed)
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	op := uringp.SpliceOp{File: f.fd, Off: off, N: n}
-	uringp.SendFile(c.fd, &op, f.closing, c.fd.WriteDeadline())
-	switch {
-	case op.Res == 0 && op.EOF:
-		return op.Sent, io.EOF
-	case op.Res == 0:
-		return op.Sent, nil
-	case op.Res == -int32(unix.ECANCELED):
-		if f.closed.Load() {
-			return op.Sent, f.pathError("read", os.ErrClosed)
-		}
-		if err := c.fd.WriteErr(); err != nil {
-			return op.Sent, err
-		}
-		return op.Sent, net.ErrClosed
-	case op.FileErr:
-		return op.Sent, f.pathError("read", syscall.Errno(-op.Res))
-	}
-	return op.Sent, os.NewSyscallError("splice", syscall.Errno(-op.Res))
-}
-
-// copyChunk is how much of the file the sendfile path copies through the
-// output queue when the socket is full.
+// copyChunk is how much of the file SendFile copies through the output
+// queue when the socket is full.
 const copyChunk = 64 << 10
 
 var copyBufs = sync.Pool{New: func() any { return new([copyChunk]byte) }}

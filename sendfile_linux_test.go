@@ -66,10 +66,9 @@ func sfPeerQueued(t *testing.T, peer net.Conn) int {
 // TestConnSendFile: a file range goes to the peer byte for byte, after
 // what was written before it and before what is written after, while
 // other goroutines write meanwhile (their bytes never land inside the
-// range); ranges that start off a page boundary, span many pipe-fulls and
-// meet a full socket many times arrive whole; a range past the end sends
-// what there is and returns io.EOF. The sendfile(2) path is tried on the
-// io_uring engines too.
+// range); ranges that start off a page boundary and meet a full socket
+// many times arrive whole; a range past the end sends what there is and
+// returns io.EOF.
 func TestConnSendFile(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -78,7 +77,6 @@ func TestConnSendFile(t *testing.T) {
 		off, n   int64
 		small    bool // small socket buffers: the socket fills many times
 		racers   int  // goroutines writing "X" meanwhile
-		syscall  bool // the io_uring engines take sendfile(2), as by default (ringSendFileMin); else the ring
 		wantEOF  bool
 		wantSent int64
 	}{
@@ -89,15 +87,10 @@ func TestConnSendFile(t *testing.T) {
 		{name: "past-eof", network: "tcp", size: 1000, off: 900, n: 500, wantEOF: true, wantSent: 100},
 		{name: "at-eof", network: "tcp", size: 1000, off: 1000, n: 10, wantEOF: true, wantSent: 0},
 		{name: "unix", network: "unix", size: 1<<20 + 5, off: 3, n: 1 << 20, wantSent: 1 << 20},
-		{name: "sendfile-big", network: "tcp", size: 3<<20 + 777, off: 1001, n: 3<<20 - 300, small: true, racers: 2, syscall: true, wantSent: 3<<20 - 300},
-		{name: "sendfile-past-eof", network: "tcp", size: 1000, off: 900, n: 500, syscall: true, wantEOF: true, wantSent: 100},
 	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				if !tc.syscall {
-					sfUseRing(t)
-				}
 				f, data := sfFile(t, e, tc.size)
 				c, peer := tsPair(t, e, tc.network, tsDialed)
 				if tc.small {
@@ -203,16 +196,7 @@ func TestConnSendFileCounted(t *testing.T) {
 // TestConnSendFileStops: a send that waits for a peer that does not read
 // ends when the connection closes, when the file closes or when the
 // write deadline passes, with the matching error and fewer bytes than
-// asked. On the io_uring engines it ends without the peer reading: the
-// splices in flight are cancelled in the ring.
-// sfUseRing makes the io_uring engines send every range from the ring
-// (ringSendFileMin 0) until the test ends: by default none goes there.
-func sfUseRing(t *testing.T) {
-	old := ringSendFileMin
-	ringSendFileMin = 0
-	t.Cleanup(func() { ringSendFileMin = old })
-}
-
+// asked. The file's Close ends it once the peer took what was queued.
 func TestConnSendFileStops(t *testing.T) {
 	cases := []struct {
 		name string
@@ -224,29 +208,16 @@ func TestConnSendFileStops(t *testing.T) {
 		{"deadline", func(c *Conn, f *File) error { return c.SetWriteDeadline(time.Now()) }, os.ErrDeadlineExceeded},
 	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
-		for _, path := range []string{"sendfile", "ring"} {
-			if path == "ring" && e == EngineEpoll {
-				continue
-			}
-			for _, tc := range cases {
-				t.Run(path+"/"+tc.name, func(t *testing.T) {
-					if path == "ring" {
-						sfUseRing(t)
-					}
-					sfStop(t, e, path == "ring", tc.stop, tc.want, tc.name)
-				})
-			}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				sfStop(t, e, tc.stop, tc.want, tc.name)
+			})
 		}
 	})
 }
 
 // sfStop is one case of TestConnSendFileStops.
-func sfStop(t *testing.T, e Engine, ring bool, stop func(c *Conn, f *File) error, want error, name string) {
-	tc := struct {
-		name string
-		stop func(c *Conn, f *File) error
-		want error
-	}{name, stop, want}
+func sfStop(t *testing.T, e Engine, stop func(c *Conn, f *File) error, want error, name string) {
 	const size = 8 << 20
 	f, _ := sfFile(t, e, size)
 	c, peer := tsPair(t, e, "tcp", tsDialed)
@@ -261,31 +232,23 @@ func sfStop(t *testing.T, e Engine, ring bool, stop func(c *Conn, f *File) error
 		res <- result{n, err}
 	}()
 	tsEventually(t, "the first bytes at the peer", func() bool { return sfPeerQueued(t, peer) > 0 })
-	if err := tc.stop(c, f); err != nil {
+	if err := stop(c, f); err != nil {
 		t.Fatal(err)
 	}
+	// SendFile waits for room through the output queue, which the
+	// file's Close does not end: the peer reads.
 	drained := make(chan struct{})
-	drain := func() {
-		go func() {
-			io.Copy(io.Discard, peer)
-			close(drained)
-		}()
-	}
-	if !ring {
-		// sendfile(2) waits for room through the output
-		// queue, which the file's Close does not end.
-		drain()
-	}
+	go func() {
+		io.Copy(io.Discard, peer)
+		close(drained)
+	}()
 	r := tsRecv(t, res, "the stopped SendFile")
-	if !errors.Is(r.err, tc.want) || r.n >= size {
-		t.Fatalf("SendFile after %s = %d, %v; want fewer than %d bytes and %v", tc.name, r.n, r.err, size, tc.want)
+	if !errors.Is(r.err, want) || r.n >= size {
+		t.Fatalf("SendFile after %s = %d, %v; want fewer than %d bytes and %v", name, r.n, r.err, size, want)
 	}
 	var op *net.OpError
 	if !errors.As(r.err, &op) || op.Op != "sendfile" {
 		t.Fatalf("error %v: want a *net.OpError for sendfile", r.err)
-	}
-	if ring {
-		drain()
 	}
 	c.Close()
 	peer.Close()

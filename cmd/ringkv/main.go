@@ -19,7 +19,7 @@
 //     fdatasync on the handler's goroutine, a thread each while they wait);
 //   - std: std net, a goroutine per connection, and an os.File;
 //   - sendfile: as ring, but a get's record goes from the file to the
-//     socket with Conn.SendFile (splices on the connection's ring).
+//     socket with Conn.SendFile (sendfile(2)).
 //
 // It logs the requests served and the syncs' batches when it exits, on
 // SIGINT or SIGTERM.

@@ -10,8 +10,7 @@ import (
 // PipeSize is the capacity a pool pipe asks for (F_SETPIPE_SZ): the
 // default of /proc/sys/fs/pipe-max-size, the most an unprivileged process
 // may ask for, so that a large transfer moves in few splices. The kernel
-// may give less (the user's pipe quota, pipe(7)); Pipe.Size is what it
-// gave.
+// may give less (the user's pipe quota, pipe(7); newPipe).
 const PipeSize = 1 << 20
 
 // maxIdlePipes bounds the empty pipes the process keeps, whatever the
@@ -23,30 +22,18 @@ const PipeSize = 1 << 20
 const maxIdlePipes = 16
 
 // Pipe is a pipe for splice(2), borrowed with GetPipe and given back with
-// PutPipe: R and W are its read and write ends, Size its capacity in
-// bytes. Both ends are close-on-exec and non-blocking.
+// PutPipe: R and W are its read and write ends, both close-on-exec and
+// non-blocking.
 //
-// Non-blocking suits every user. Conn.ReadFrom reads a pipe with Read,
-// which needs it (a RawSyscall keeps its P), and its splices pass
-// SPLICE_F_NONBLOCK anyway. On a pipe, O_NONBLOCK only decides whether a
-// splice waits for the pipe, for room to move bytes into it or for bytes
-// to move out of it (do_splice in fs/splice.c passes it on as
-// SPLICE_F_NONBLOCK), and the io_uring loops' SPLICE requests, which
-// io-wq runs as blocking calls, never wait for theirs: a loop splices a
-// file only into an empty pipe, and out of the pipe no more than it
-// holds (uringp's splice.go). A file splice into an empty non-blocking
-// pipe still waits for the file's pages to be read. Were that rule ever
-// broken, the splice would fail with EAGAIN rather than park an io-wq
-// worker on the pipe until a cancel.
+// Conn.ReadFrom reads a pipe with Read, which needs it non-blocking (a
+// RawSyscall keeps its P), and its splices pass SPLICE_F_NONBLOCK anyway.
 type Pipe struct {
 	R, W int
-	Size int64
 }
 
 // pipePool keeps empty pipes for the next splice, so that one need not
 // make a pipe and size it. The process has one, pipes, which Conn.ReadFrom's
-// socket splices and the io_uring loops' file sends share. Its methods
-// are safe for concurrent use.
+// socket splices share. Its methods are safe for concurrent use.
 type pipePool struct {
 	mu   sync.Mutex
 	idle []*Pipe
@@ -113,11 +100,8 @@ func newPipe() (*Pipe, error) {
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, os.NewSyscallError("pipe2", err)
 	}
-	p := &Pipe{R: fds[0], W: fds[1], Size: 1 << 16}
+	p := &Pipe{R: fds[0], W: fds[1]}
 	unix.FcntlInt(uintptr(p.W), unix.F_SETPIPE_SZ, PipeSize)
-	if n, err := unix.FcntlInt(uintptr(p.W), unix.F_GETPIPE_SZ, 0); err == nil && n > 0 {
-		p.Size = int64(n)
-	}
 	return p, nil
 }
 

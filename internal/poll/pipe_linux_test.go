@@ -20,9 +20,6 @@ func TestPipePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Size < 1<<16 {
-		t.Errorf("pipe size %d", p.Size)
-	}
 	PutPipe(p, 0)
 	if q, err := GetPipe(); err != nil || q != p {
 		t.Fatalf("GetPipe after an empty one came back: %p, %v; want the same pipe %p", q, err, p)

@@ -47,7 +47,6 @@ var RequiredOps = map[uint8]string{
 	uring.OpReadFixed:   "READ_FIXED",   // files, with registered buffers
 	uring.OpWriteFixed:  "WRITE_FIXED",  // files, with registered buffers
 	uring.OpFsync:       "FSYNC",        // files
-	uring.OpSplice:      "SPLICE",       // files sent to connections
 	uring.OpAsyncCancel: "ASYNC_CANCEL", // closing, input backpressure
 }
 

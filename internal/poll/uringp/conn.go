@@ -203,12 +203,6 @@ func (l *loop) teardown(c *conn) {
 	if busy {
 		l.cancelSend(c)
 	}
-	if op := l.spliceOf(c); op != nil {
-		l.cancelSplice(c)
-		if !op.inBusy && !op.outBusy {
-			l.endSplice(c)
-		}
-	}
 	l.stopPollOut(c)
 	l.maybeDetach(c)
 }
@@ -222,7 +216,7 @@ func (l *loop) maybeDetach(c *conn) {
 	c.lockSend()
 	busy := c.sendBusy
 	c.unlockSend()
-	if c.recvArmed || busy || c.outArmed || l.spliceOf(c) != nil {
+	if c.recvArmed || busy || c.outArmed {
 		return
 	}
 	if c.starved {

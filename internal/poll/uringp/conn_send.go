@@ -13,12 +13,6 @@ import (
 
 // flush starts sending c's queued output if no send is in flight.
 func (l *loop) flush(c *conn) {
-	if l.spliceOf(c) != nil {
-		// A file send holds the writers' lock: nothing is queued, and
-		// this is the POLLOUT it waits for.
-		l.spliceRoom(c)
-		return
-	}
 	if l.mode == ModeReactor {
 		l.reactorFlush(c)
 		return

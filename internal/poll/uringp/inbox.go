@@ -16,8 +16,6 @@ const (
 	taskAcceptResume
 	taskFile
 	taskFileCancel
-	taskSplice
-	taskSpliceStop
 	taskStop
 )
 
@@ -26,7 +24,6 @@ type task struct {
 	c    *conn
 	a    *acceptor
 	f    *FileOp
-	s    *SpliceOp
 }
 
 // How a loop sleeps (loop.sleeping).
@@ -120,10 +117,6 @@ func (l *loop) runTasks() (stop bool) {
 			l.submitFile(t.f)
 		case taskFileCancel:
 			l.cancelFile(t.f)
-		case taskSplice:
-			l.startSplice(t.s)
-		case taskSpliceStop:
-			l.stopSplice(t.s)
 		case taskStop:
 			stop = true
 		}

@@ -97,17 +97,14 @@ type loop struct {
 	files         int
 	sleepyFiles   int       // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
 	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
-	// splices are the file sends in progress, by connection (few at a
-	// time: a pointer in each conn would cost every idle connection).
-	splices  map[*conn]*SpliceOp
-	notify   []*conn // got input this batch
-	starved  []*conn // multishot recv ended with ENOBUFS
-	draining map[*conn]time.Time
-	yielded  bool
-	awake    poll.Awake // yields the P when the load never lets the loop sleep
-	batch    uint32     // Tuning.Batch where the kernel has min_wait; else 0
-	fixed    uint32     // slots of the ring's fixed-file table (0: none)
-	stopping bool
+	notify        []*conn   // got input this batch
+	starved       []*conn   // multishot recv ended with ENOBUFS
+	draining      map[*conn]time.Time
+	yielded       bool
+	awake         poll.Awake // yields the P when the load never lets the loop sleep
+	batch         uint32     // Tuning.Batch where the kernel has min_wait; else 0
+	fixed         uint32     // slots of the ring's fixed-file table (0: none)
+	stopping      bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
 	// input backpressure cancels the recv instead.
 	noRecvLimit bool
@@ -122,7 +119,6 @@ func newLoop(m Mode, t Tuning) *loop {
 		tuning:      t,
 		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0,
 		draining:    map[*conn]time.Time{},
-		splices:     map[*conn]*SpliceOp{},
 		noRecvLimit: t.NoRecvLimit,
 		napping:     !t.NoNap && !(m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0),
 		awake:       poll.Awake{Every: poll.AwakeEvery},

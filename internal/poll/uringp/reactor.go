@@ -116,7 +116,7 @@ func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
 // reactorFlush sends c's queued output; if the socket is full, the next
 // POLLOUT edge brings the loop back.
 func (l *loop) reactorFlush(c *conn) {
-	if l.isTearing(c) || l.spliceOf(c) != nil {
+	if l.isTearing(c) {
 		return
 	}
 	if c.mode == nil {

@@ -73,17 +73,17 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 		if cqe.Res != 0 {
 			l.cancelInputMissed(c)
 		}
-	case kindSpliceIn:
-		l.spliceInDone(c, cqe)
-	case kindSpliceOut:
-		l.spliceOutDone(c, cqe)
 	}
 }
 
 // The kernel's restart codes (ERESTARTSYS 512 to ERESTART_RESTARTBLOCK
 // 516) are never meant for user space, but a request that io-wq ran and
-// a cancellation interrupted (a file splice when its file closes) can
-// complete with one. They mean what EINTR means.
+// a cancellation interrupted can complete with one: io_uring turns them
+// into -EINTR for reads, writes and socket requests (io_rw_done in
+// io_uring/rw.c, io_uring/net.c), not for an FSYNC, whose result is the
+// file system's as vfs_fsync_range returned it (io_fsync in
+// io_uring/sync.c). A File's fsync cancelled by its Close or its
+// context is such a request. They mean what EINTR means.
 const (
 	errnoRestartSys   = 512
 	errnoRestartBlock = 516

@@ -19,8 +19,6 @@ const (
 	kindCancel                      // ASYNC_CANCEL; only failures post a CQE
 	kindCancelInput                 // ASYNC_CANCEL of the input request of the connection gen and slot name; only failures post a CQE
 	kindFile                        // a file's READ, WRITE or FSYNC; slot indexes the loop's file requests
-	kindSpliceIn                    // SPLICE of a file into a connection's pipe (splice.go)
-	kindSpliceOut                   // SPLICE of that pipe into the connection's socket
 )
 
 const genMask = 1<<24 - 1
