@@ -33,7 +33,6 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		KeepP:        k.ring.keepP,
 		BusyPoll:     k.ring.busyPoll,
 		MoveEvery:    k.ring.moveEvery,
-		FileBuffers:  k.ring.fileBufs,
 		CPUs:         parseCPUList(k.ring.cpus),
 	})
 }

@@ -14,12 +14,9 @@ import (
 
 // BenchmarkFileReadAt: random 4 KiB reads of a 256 MiB file by 64
 // goroutines at once, through an os.File (a thread per read in flight)
-// and through a File on the uring engine (requests on a loop's ring), on
-// the uring engine with 64 registered buffers (uring-fixed: READ_FIXED
-// into a registered slot, then a copy out; withFileBuffers) and on epoll
-// (system calls, as os.File), from the page cache and with O_DIRECT.
-// uring-fixed against uring says whether registered buffers earn their
-// pinned memory. cpu-ns/op is the process's user and system time per read
+// and through a File on the uring engine (requests on a loop's ring) and
+// on epoll (system calls, as os.File), from the page cache and with
+// O_DIRECT. cpu-ns/op is the process's user and system time per read
 // (getrusage), the figure to compare with ns/op's wall time.
 //
 //	go test -run NONE -bench BenchmarkFileReadAt -benchtime 20000x -count 5
@@ -48,7 +45,7 @@ func BenchmarkFileReadAt(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, direct := range []bool{false, true} {
-		for _, kind := range []string{"os", "uring", "uring-fixed", "epoll"} {
+		for _, kind := range []string{"os", "uring", "epoll"} {
 			b.Run(fmt.Sprintf("%s/direct=%v", kind, direct), func(b *testing.B) {
 				flag := os.O_RDONLY
 				if direct {
@@ -70,18 +67,11 @@ func BenchmarkFileReadAt(b *testing.B) {
 					} else if err := UringStatus(); err != nil {
 						b.Skipf("io_uring unavailable: %v", err)
 					}
-					opts := []Option{WithEngine(e)}
-					if kind == "uring-fixed" {
-						opts = append(opts, withFileBuffers(readers))
-					}
-					f, err := OpenFile(name, flag, 0, opts...)
+					f, err := OpenFile(name, flag, 0, WithEngine(e))
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer f.Close()
-					if kind == "uring-fixed" && f.fl.FixedBuffers() == 0 {
-						b.Skip("the kernel refused to register the buffers (RLIMIT_MEMLOCK?)")
-					}
 					readAt = f.ReadAt
 				}
 				var next atomic.Int64

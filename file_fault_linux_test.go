@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -195,108 +193,6 @@ func TestFileCancelKeepsBuffer(t *testing.T) {
 			if !bytes.Equal(buf, mine) {
 				t.Fatalf("round %d: the cancelled read's buffer changed after it returned: %q", round, buf)
 			}
-		}
-	})
-}
-
-// TestFileFixedBuffers: with registered file buffers (withFileBuffers),
-// what WriteAt wrote ReadAt reads back (with O_DIRECT, so through the
-// ring), from more goroutines than there are slots (the rest use their
-// own memory) and in pieces larger than a slot; a cancelled read through a slot leaves the caller's buffer alone
-// and the pipe's bytes for the next read.
-func TestFileFixedBuffers(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e Engine) {
-		if e == EngineEpoll {
-			t.Skip("registered buffers are the rings'")
-		}
-		name := filepath.Join(t.TempDir(), "fixed")
-		f, err := OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600, WithEngine(e), withFileBuffers(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if f.fl.FixedBuffers() == 0 {
-			t.Skip("the kernel refused to register the buffers (RLIMIT_MEMLOCK?)")
-		}
-		want := make([]byte, 1<<20+123)
-		for i := range want {
-			want[i] = byte(i*7 + i>>10)
-		}
-		errs := make(chan error, 16)
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Go(func() {
-				// Piece g of 8, written in chunks of 4 KiB to 96 KiB.
-				lo, hi := g*len(want)/8, (g+1)*len(want)/8
-				for off := lo; off < hi; {
-					n := min(hi-off, 4096<<(g%5))
-					if m, err := f.WriteAt(want[off:off+n], int64(off)); m != n || err != nil {
-						errs <- fmt.Errorf("WriteAt(%d at %d) = %d, %v", n, off, m, err)
-						return
-					}
-					off += n
-				}
-			})
-		}
-		wg.Wait()
-		// Read with O_DIRECT, which skips the page cache (the first try
-		// of a read otherwise), so the reads go to the ring too.
-		r, err := OpenFile(name, os.O_RDONLY|unix.O_DIRECT, 0, WithEngine(e), withFileBuffers(2))
-		if errors.Is(err, syscall.EINVAL) {
-			t.Skipf("O_DIRECT here: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		for g := range 8 {
-			wg.Go(func() {
-				buf := alignedBuf(4096 << (g % 5))
-				for off := g * 4096; off+len(buf) <= len(want); off += 19 * 4096 {
-					if n, err := r.ReadAt(buf, int64(off)); n != len(buf) || err != nil || !bytes.Equal(buf, want[off:off+len(buf)]) {
-						errs <- fmt.Errorf("ReadAt(%d at %d) = %d, %v, same bytes %v", len(buf), off, n, err, bytes.Equal(buf[:n], want[off:off+n]))
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-
-		pipe := filepath.Join(t.TempDir(), "fifo")
-		if err := unix.Mkfifo(pipe, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p, err := OpenFile(pipe, os.O_RDWR, 0, WithEngine(e), withFileBuffers(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		buf := make([]byte, 64)
-		ctx, cancel := context.WithCancel(context.Background())
-		res := make(chan error, 1)
-		before := fileSQEs(p)
-		go func() {
-			_, err := p.ReadContext(ctx, buf)
-			res <- err
-		}()
-		waitSubmitted(p, before)
-		cancel()
-		if err := tsRecv(t, res, "the cancelled read"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled read: %v", err)
-		}
-		w, err := os.OpenFile(pipe, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		w.Write([]byte("later"))
-		got := make([]byte, 64)
-		if n, err := p.Read(got); err != nil || string(got[:n]) != "later" || !bytes.Equal(buf, make([]byte, 64)) {
-			t.Fatalf("after the cancel: read %q, %v; the cancelled read's buffer %q", got[:n], err, bytes.Trim(buf, "\x00"))
 		}
 	})
 }

@@ -73,7 +73,6 @@ type ringTuning struct {
 	busyPoll             time.Duration // WithBusyPoll; 0: off
 	cpus                 string        // WithLoopCPUs, as "0,2" (comparable, for the engine key)
 	moveEvery            int           // movingLoops
-	fileBufs             int           // withFileBuffers
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -459,14 +458,6 @@ func withoutRecvLimit() Option {
 // traffic flows (tests).
 func movingLoops(n int) Option {
 	return func(c *config) { c.ring.moveEvery = n }
-}
-
-// withFileBuffers gives each io_uring loop n registered buffers of 64 KiB
-// for file reads and writes (READ_FIXED, WRITE_FIXED; uringp
-// Tuning.FileBuffers): an experiment that BenchmarkFileReadAt measures,
-// not public unless it wins.
-func withFileBuffers(n int) Option {
-	return func(c *config) { c.ring.fileBufs = n }
 }
 
 // withRingEntries sizes the io_uring submission and completion queues

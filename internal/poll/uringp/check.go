@@ -44,8 +44,6 @@ var RequiredOps = map[uint8]string{
 	uring.OpPollAdd:     "POLL_ADD",     // readiness: reactor input, POLLOUT after EAGAIN
 	uring.OpRead:        "READ",         // the loop's wake-up eventfd, files
 	uring.OpWrite:       "WRITE",        // files
-	uring.OpReadFixed:   "READ_FIXED",   // files, with registered buffers
-	uring.OpWriteFixed:  "WRITE_FIXED",  // files, with registered buffers
 	uring.OpFsync:       "FSYNC",        // files
 	uring.OpAsyncCancel: "ASYNC_CANCEL", // closing, input backpressure
 }

@@ -101,12 +101,6 @@ type Tuning struct {
 	// polls its ring and inbox before it sleeps (busyPoll). Ignored by
 	// uring-sqpoll, whose loops poll for spinFor.
 	BusyPoll time.Duration
-	// FileBuffers, if above 0, is the number of FileBufferSize slots of
-	// registered buffers (IORING_REGISTER_BUFFERS) a loop keeps for file
-	// reads and writes, which then go through them as READ_FIXED and
-	// WRITE_FIXED with a copy in or out. An experiment: BenchmarkFileReadAt
-	// compares it ("uring-fixed"); off by default.
-	FileBuffers int
 	// MoveEvery, if above 0, makes a parked loop act as if it had moved to
 	// another thread every MoveEvery turns and stayed there, so that it
 	// arms input requests anew (tests).

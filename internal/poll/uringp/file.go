@@ -4,9 +4,6 @@ package uringp
 
 import (
 	"context"
-	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
@@ -36,7 +33,6 @@ type FileOp struct {
 
 	done      chan struct{}
 	slot, gen uint32
-	fixed     uint16 // 1 + the registered buffer slot Buf is in; 0: none
 }
 
 // FileLoop is the loop a file's requests go to.
@@ -49,41 +45,7 @@ func (e *Engine) FileLoop() FileLoop { return FileLoop{e.pick()} }
 // closed first, it cancels the request in the ring (ASYNC_CANCEL) and
 // still waits for its final completion, whose result may be -ECANCELED
 // or the request's own if it finished first. It returns op.Res.
-//
-// With registered file buffers (Tuning.FileBuffers), a read or write of
-// up to FileBufferSize bytes goes through a free slot of them: a write's
-// bytes are copied in first, a read's copied out once it completed, and
-// the slot is free again only after the final completion.
 func (f FileLoop) Run(ctx context.Context, stop <-chan struct{}, op *FileOp) int32 {
-	b := f.l.fbufs
-	user := op.Buf
-	slot := -1
-	if b != nil && (op.Op == FileRead || op.Op == FileWrite) && len(user) > 0 && len(user) <= FileBufferSize {
-		select {
-		case s := <-b.free:
-			slot = int(s)
-		default: // every slot busy: the caller's memory, as without them
-		}
-	}
-	if slot >= 0 {
-		op.Buf = b.slot(slot)[:len(user)]
-		op.fixed = uint16(slot) + 1
-		if op.Op == FileWrite {
-			copy(op.Buf, user)
-		}
-	}
-	res := f.run(ctx, stop, op)
-	if slot >= 0 {
-		if op.Op == FileRead && res > 0 {
-			copy(user, op.Buf[:res])
-		}
-		op.Buf, op.fixed = user, 0
-		b.free <- uint16(slot)
-	}
-	return res
-}
-
-func (f FileLoop) run(ctx context.Context, stop <-chan struct{}, op *FileOp) int32 {
 	op.done = make(chan struct{}, 1)
 	f.l.post(task{kind: taskFile, f: op})
 	select {
@@ -96,52 +58,6 @@ func (f FileLoop) run(ctx context.Context, stop <-chan struct{}, op *FileOp) int
 	<-op.done
 	return op.Res
 }
-
-// FixedBuffers returns the number of registered file buffer slots of
-// the loop (0: none).
-func (f FileLoop) FixedBuffers() int {
-	if f.l.fbufs == nil {
-		return 0
-	}
-	return cap(f.l.fbufs.free)
-}
-
-// FileBufferSize is the size of a registered file buffer slot.
-const FileBufferSize = 64 << 10
-
-// fileBufs are a loop's registered file buffers: an mmap'd arena the ring
-// has registered as buffer 0, cut in FileBufferSize slots.
-type fileBufs struct {
-	mem  []byte
-	free chan uint16 // free slots; any goroutine takes and gives back
-}
-
-// newFileBufs maps n slots and registers them with l's ring. Loop only,
-// at setup.
-func newFileBufs(r *uring.Ring, n int) (*fileBufs, error) {
-	mem, err := unix.Mmap(-1, 0, n*FileBufferSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
-	}
-	if err := r.RegisterBuffers([][]byte{mem}); err != nil {
-		unix.Munmap(mem)
-		return nil, err
-	}
-	b := &fileBufs{mem: mem, free: make(chan uint16, n)}
-	for i := range n {
-		b.free <- uint16(i)
-	}
-	return b, nil
-}
-
-func (b *fileBufs) slot(i int) []byte {
-	return b.mem[i*FileBufferSize : (i+1)*FileBufferSize : (i+1)*FileBufferSize]
-}
-
-// close unmaps the arena, once the ring is closed: the kernel may write
-// into a slot until a request's final completion, and no request is left
-// by then.
-func (b *fileBufs) close() { unix.Munmap(b.mem) }
 
 // submitFile gives op a slot and queues its SQE. Loop only.
 func (l *loop) submitFile(op *FileOp) {
@@ -168,17 +84,9 @@ func (l *loop) submitFile(op *FileOp) {
 	sqe := l.getSQE()
 	switch op.Op {
 	case FileRead:
-		if op.fixed != 0 {
-			sqe.PrepReadFixed(op.Fd, op.Buf, op.Off, 0)
-		} else {
-			sqe.PrepReadAt(op.Fd, op.Buf, op.Off)
-		}
+		sqe.PrepReadAt(op.Fd, op.Buf, op.Off)
 	case FileWrite:
-		if op.fixed != 0 {
-			sqe.PrepWriteFixed(op.Fd, op.Buf, op.Off, 0)
-		} else {
-			sqe.PrepWriteAt(op.Fd, op.Buf, op.Off)
-		}
+		sqe.PrepWriteAt(op.Fd, op.Buf, op.Off)
 	case FileSync:
 		sqe.PrepFsync(op.Fd, 0)
 	case FileDatasync:

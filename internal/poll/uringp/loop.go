@@ -95,10 +95,9 @@ type loop struct {
 	fileGens      []uint32
 	freeFileSlots []uint32
 	files         int
-	sleepyFiles   int       // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
-	fbufs         *fileBufs // registered file buffers (Tuning.FileBuffers); nil: none
-	notify        []*conn   // got input this batch
-	starved       []*conn   // multishot recv ended with ENOBUFS
+	sleepyFiles   int     // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
+	notify        []*conn // got input this batch
+	starved       []*conn // multishot recv ended with ENOBUFS
 	draining      map[*conn]time.Time
 	yielded       bool
 	awake         poll.Awake // yields the P when the load never lets the loop sleep
@@ -236,11 +235,6 @@ func (l *loop) setup() error {
 			return err
 		}
 	}
-	if l.tuning.FileBuffers > 0 {
-		// Best effort: without them, file requests use the caller's
-		// memory (RLIMIT_MEMLOCK may refuse the pinned pages).
-		l.fbufs, _ = newFileBufs(l.ring, l.tuning.FileBuffers)
-	}
 	if l.locked || l.napping {
 		l.armWake()
 	}
@@ -279,9 +273,6 @@ func (l *loop) teardownRing() {
 	}
 	if l.ring != nil {
 		l.ring.Close()
-	}
-	if l.fbufs != nil {
-		l.fbufs.close() // after the ring: it held the pages
 	}
 	if l.ev != nil {
 		l.ev.Close()
