@@ -40,11 +40,6 @@ func burn(d time.Duration) {
 // PacketServer under 600,000 datagrams/s with RPS on its CPU held a
 // signal for up to 2 s (docs/RELIABILITY.md).
 func TestLoopYieldsUnderFlood(t *testing.T) {
-	if keepPByDefault {
-		// Such a loop keeps its P while it sleeps, by design: it needs a
-		// spare one, which this test, on one P, does not leave it.
-		t.Skip("io_uring loops keep their P here (RINGPOLL_TEST_KEEP_P): they need a spare P, and the test runs on one")
-	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, kind := range []string{"tcp-inline", "udp-inline"} {
 			t.Run(kind, func(t *testing.T) {

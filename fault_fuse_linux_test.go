@@ -375,7 +375,7 @@ func TestFileReadSleepingFS(t *testing.T) {
 			runtime.GOMAXPROCS(procs)
 			uringp.RefreshProcs()
 		}(runtime.GOMAXPROCS(1))
-		uringp.RefreshProcs() // no loop may keep the one P (withLoopKeepsP)
+		uringp.RefreshProcs() // no loop may nap on the one P
 		done := make(chan error, 1)
 		go func() {
 			_, err := f.ReadAtContext(t.Context(), make([]byte, 4096), 0)

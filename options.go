@@ -67,9 +67,6 @@ type ringTuning struct {
 	sqIdle               time.Duration
 	sqCPU                int // 1 + CPU; 0: not pinned
 	noRecvLimit          bool
-	batch                uint32        // withCompletionBatch; 0: off
-	batchWait            time.Duration // withCompletionBatch
-	keepP                bool          // withLoopKeepsP
 	busyPoll             time.Duration // WithBusyPoll; 0: off
 	cpus                 string        // WithLoopCPUs, as "0,2" (comparable, for the engine key)
 	moveEvery            int           // movingLoops
@@ -83,7 +80,6 @@ func newConfig(opts []Option) (*config, error) {
 		drain:   DefaultDrainTimeout,
 		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	c.ring.keepP = keepPByDefault
 	c.apply(opts)
 	c.seal()
 	return c, c.err
@@ -421,30 +417,6 @@ func WithBusyPoll(d time.Duration) Option {
 		}
 		c.ring.busyPoll = d
 	}
-}
-
-// keepPByDefault turns withLoopKeepsP on for every configuration; the
-// test suite sets it (RINGPOLL_TEST_KEEP_P=1) to run whole once more that
-// way.
-var keepPByDefault bool
-
-// withLoopKeepsP makes an io_uring loop lock its OS thread and sleep in
-// io_uring_enter keeping its Go processor, as long as another P is left
-// for the rest of the program (uringp Tuning.KeepP). Not public: measured,
-// it loses to the default loop, which sleeps in Go's poller
-// (docs/BENCHMARKS.md, "The options that used to win"); the test suite
-// keeps the mode working (TestLoopKeepsP, RINGPOLL_TEST_KEEP_P).
-func withLoopKeepsP() Option {
-	return func(c *config) { c.ring.keepP = true }
-}
-
-// withCompletionBatch makes an io_uring loop that has nothing to do sleep
-// until n completions are ready, or until wait has passed and at least one
-// is (io_uring's min_wait; uringp Tuning.Batch). Not public: measured, it
-// saves no CPU over the default (docs/BENCHMARKS.md, "The options that
-// used to win"); TestUringCompletionBatch keeps the mode working.
-func withCompletionBatch(n int, wait time.Duration) Option {
-	return func(c *config) { c.ring.batch, c.ring.batchWait = uint32(n), wait }
 }
 
 // withoutRecvLimit makes io_uring loops pause input by cancelling the

@@ -56,9 +56,9 @@ func TestSendNow(t *testing.T) {
 		}
 		t.Logf("%d sends made by the loop itself", n)
 		switch {
-		case e == EngineUring && !keepPByDefault && n == 0:
+		case e == EngineUring && n == 0:
 			t.Fatal("the uring loop parked with replies queued and sent none of them itself")
-		case (e == EngineEpoll || keepPByDefault) && n != 0:
+		case e == EngineEpoll && n != 0:
 			t.Fatalf("%d sends made outside the ring by a loop that does not park", n)
 		}
 	})
@@ -117,7 +117,7 @@ func TestSendNowFull(t *testing.T) {
 }
 
 // tsOneP runs the rest of the test under GOMAXPROCS=1, where no loop
-// naps or keeps its P, and puts GOMAXPROCS back when the test ends.
+// naps, and puts GOMAXPROCS back when the test ends.
 func tsOneP(t *testing.T) {
 	procs := runtime.GOMAXPROCS(1)
 	uringp.RefreshProcs()

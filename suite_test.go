@@ -74,10 +74,6 @@ func TestMain(m *testing.M) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR2)
 	signal.Stop(sig)
-	// RINGPOLL_TEST_KEEP_P=1 runs the suite with every io_uring loop
-	// keeping its P while it sleeps (withLoopKeepsP); .ci/run does, with
-	// GOMAXPROCS=4 so that up to three loops keep one at a time.
-	keepPByDefault = os.Getenv("RINGPOLL_TEST_KEEP_P") == "1"
 	g0, fd0 := runtime.NumGoroutine(), countFDs()
 	code := m.Run()
 	closeIdlePipes() // ReadFrom's splice pipes, kept for the next splice

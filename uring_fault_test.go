@@ -965,9 +965,6 @@ func ufFDOpen(fd int) bool {
 // been moved, and every provided buffer must return.
 func TestUringRearmAfterThreadMove(t *testing.T) {
 	needUring(t)
-	if keepPByDefault {
-		t.Skip("RINGPOLL_TEST_KEEP_P=1: a loop keeping its P is locked to one thread and never moves")
-	}
 	for _, e := range []Engine{EngineUring, EngineUringHybrid, EngineUringReactor} {
 		for _, style := range tsStyles {
 			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
@@ -1068,31 +1065,6 @@ func TestUringPauseByCancel(t *testing.T) {
 	}
 }
 
-// TestUringCompletionBatch: with withCompletionBatch(64, 200µs) a loop
-// sleeps until 64 completions are ready or 200µs passed with one: a lone
-// client doing strict ping-pong (never 64 completions at once) must still
-// get every echo, as must 16 clients at once; bytes exact. The loop's
-// counters must show it slept, so the batched wait was the one in use.
-func TestUringCompletionBatch(t *testing.T) {
-	needUring(t)
-	for _, e := range ufUringEngines {
-		for _, style := range tsStyles {
-			t.Run(e.String()+"/"+string(style), func(t *testing.T) {
-				ln := listen(t, e, "tcp", withCompletionBatch(64, 200*time.Microsecond))
-				tsServeEcho(t, ln, style)
-				ufEchoLoneAndCrowd(t, ln)
-				var waits uint64
-				for _, s := range loopStatsOf(ln) {
-					waits += s.EnterWait
-				}
-				if e != EngineUringSQPoll && waits == 0 {
-					t.Errorf("the loops never slept in io_uring_enter: %v", ln.Stats())
-				}
-			})
-		}
-	}
-}
-
 // ufEchoLoneAndCrowd runs a lone client doing 200 strict ping-pong echoes
 // against ln's echo server, then 16 clients doing 100 each at once; every
 // echo must come back exact.
@@ -1125,22 +1097,26 @@ func ufEchoLoneAndCrowd(t *testing.T, ln *Listener) {
 }
 
 // TestUringBusyPoll: with WithBusyPoll(200µs) an idle loop polls before it
-// sleeps, on a parked loop (the default) and on a locked one
-// (withLoopKeepsP): a lone client doing strict ping-pong and 16 clients at
+// sleeps, on a parked loop (the default) and on a locked one (pinned by
+// WithLoopCPUs): a lone client doing strict ping-pong and 16 clients at
 // once must get every echo, bytes exact. The counters must show that the
 // loops polled, and that once the traffic stopped a poll ran out without
 // work and the loop went to sleep, so an idle server does not spin.
 // uring-sqpoll polls its own way (spinFor) and refuses the option.
 func TestUringBusyPoll(t *testing.T) {
 	needUring(t)
+	cpus := threadCPUs(t)
+	if len(cpus) == 0 {
+		t.FailNow() // threadCPUs said why
+	}
 	for _, e := range []Engine{EngineUring, EngineUringHybrid, EngineUringReactor} {
 		for _, locked := range []bool{false, true} {
 			for _, style := range tsStyles {
 				name := e.String() + "/" + string(style)
 				opts := []Option{WithBusyPoll(200 * time.Microsecond)}
 				if locked {
-					name += "/keep-p"
-					opts = append(opts, withLoopKeepsP())
+					name += "/pinned"
+					opts = append(opts, WithLoopCPUs(cpus[len(cpus)-1]))
 				}
 				t.Run(name, func(t *testing.T) {
 					ln := listen(t, e, "tcp", opts...)

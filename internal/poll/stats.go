@@ -10,9 +10,6 @@ type Stats struct {
 	EnterSubmit atomic.Uint64
 	// EnterWait counts io_uring_enter calls that waited for completions.
 	EnterWait atomic.Uint64
-	// WaitsKeptP counts the EnterWait calls that kept the loop's P
-	// (uringp Tuning.KeepP).
-	WaitsKeptP atomic.Uint64
 	// EnterGetEvents counts io_uring_enter calls made only to run deferred
 	// completions or flush a CQ overflow, with nothing to submit.
 	EnterGetEvents atomic.Uint64

@@ -12,9 +12,9 @@
 // Each loop owns one ring, which only the loop goroutine enters. By
 // default the loop is an ordinary goroutine that sleeps in Go's poller on
 // the ring's descriptor (park.go), or, between requests that come close
-// together and with a P to spare, in io_uring_enter (nap.go); uring-sqpoll, and loops asked to keep
-// their P or to batch completions, lock their OS thread and sleep in
-// io_uring_enter instead. Other goroutines reach a loop through an inbox
+// together and with a P to spare, in io_uring_enter (nap.go);
+// uring-sqpoll's loops, and loops pinned to CPUs, lock their OS thread
+// and sleep in io_uring_enter instead. Other goroutines reach a loop through an inbox
 // and wake it, only when it sleeps. Listening sockets are served by
 // multishot accept.
 //
@@ -84,15 +84,6 @@ type Tuning struct {
 	// kernel that lacks it: input backpressure then cancels the recv
 	// (tests use it to exercise that path).
 	NoRecvLimit bool
-	// Batch, if over 1, is how many completions a sleeping loop waits
-	// for, up to BatchWait (min_wait; ignored on kernels without
-	// IORING_FEAT_MIN_TIMEOUT and by uring-sqpoll).
-	Batch     uint32
-	BatchWait time.Duration
-	// KeepP makes a loop keep its P while it sleeps in io_uring_enter,
-	// as long as another P is left for the rest of the program (see
-	// keptPs). Ignored by uring-sqpoll.
-	KeepP bool
 	// NoNap keeps a parked loop from napping (nap.go): it always sleeps
 	// in Go's poller. The environment variable RINGPOLL_NAP=off sets it
 	// for every engine of the process (for comparisons).

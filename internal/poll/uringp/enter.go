@@ -34,18 +34,7 @@ func (l *loop) submit(wait uint32) {
 	switch {
 	case wait > 0:
 		l.stats.EnterWait.Add(1)
-		// Not with requests in flight that may sleep in this thread
-		// (Ring.SetMayBlock): a kept P would sleep with them.
-		kept := l.tuning.KeepP && l.sleepyFiles == 0 && keptPs.take()
-		if kept {
-			l.stats.WaitsKeptP.Add(1)
-			l.ring.SetKeepP(true)
-		}
-		err = l.wait(toSubmit, wait, kept)
-		if kept {
-			l.ring.SetKeepP(false)
-			keptPs.give()
-		}
+		err = l.wait(toSubmit, wait)
 	case toSubmit > 0:
 		l.stats.EnterSubmit.Add(1)
 		_, err = l.ring.Enter(toSubmit, 0, uring.EnterGetEvents, nil, 0)
@@ -60,33 +49,14 @@ func (l *loop) submit(wait uint32) {
 	}
 }
 
-// keptWaitBound bounds a wait that keeps the loop's P. Such a wait is
-// invisible to the scheduler, so a stop-the-world reaches it only through
-// the runtime's preemption signal, which ends it with EINTR; where no
-// signal comes (GODEBUG=asyncpreemptoff=1), the bound brings the loop back
-// to Go code, where it can be stopped, at least this often. An idle loop
-// keeping its P thus wakes 1/keptWaitBound times a second.
-const keptWaitBound = 10 * time.Millisecond
-
-// wait submits toSubmit SQEs and sleeps until wait completions are ready,
-// or the next timer is due, or (with a completion batch) min_wait has
-// passed. A wait that keeps the P (kept) lasts at most keptWaitBound.
-func (l *loop) wait(toSubmit, wait uint32, kept bool) (err error) {
-	d, timed := l.nextTimer()
-	if kept && (!timed || d > keptWaitBound) {
-		d, timed = keptWaitBound, true
+// wait submits toSubmit SQEs and sleeps until wait completions are ready
+// or the next timer is due.
+func (l *loop) wait(toSubmit, wait uint32) (err error) {
+	if d, timed := l.nextTimer(); timed {
+		_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
+		return err
 	}
-	if timed {
-		d = max(d, time.Microsecond)
-	}
-	switch {
-	case l.batch > 1:
-		_, err = l.ring.EnterMinWait(toSubmit, l.batch, l.tuning.BatchWait, d)
-	case timed:
-		_, err = l.ring.SubmitAndWaitTimeout(wait, d)
-	default:
-		_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
-	}
+	_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
 	return err
 }
 

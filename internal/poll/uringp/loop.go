@@ -24,10 +24,9 @@ type loop struct {
 	stats  poll.Stats
 
 	// locked: the loop keeps its thread and sleeps in io_uring_enter
-	// (uring-sqpoll, KeepP, a completion batch, pinned CPUs, or input
-	// paused by cancel on kernels without a recv byte limit, whose cancels
-	// a parked ring loses too often: cancel.go); otherwise it parks in
-	// Go's poller (park.go).
+	// (uring-sqpoll, pinned CPUs, or input paused by cancel on kernels
+	// without a recv byte limit, whose cancels a parked ring loses too
+	// often: cancel.go); otherwise it parks in Go's poller (park.go).
 	locked bool
 	// cpu is 1 + the CPU the locked thread is pinned to (Tuning.CPUs); 0:
 	// not pinned.
@@ -39,7 +38,7 @@ type loop struct {
 	napping bool
 	napNext bool
 	// procs is GOMAXPROCS as the loop last read it, at turn procsTurn,
-	// with RefreshProcs' count at procsEpoch (spareP, keepp.go).
+	// with RefreshProcs' count at procsEpoch (spareP, nap.go).
 	procs      int32
 	procsEpoch uint32
 	procsTurn  int
@@ -101,7 +100,6 @@ type loop struct {
 	draining      map[*conn]time.Time
 	yielded       bool
 	awake         poll.Awake // yields the P when the load never lets the loop sleep
-	batch         uint32     // Tuning.Batch where the kernel has min_wait; else 0
 	fixed         uint32     // slots of the ring's fixed-file table (0: none)
 	stopping      bool
 	// noRecvLimit: the kernel rejected a multishot recv byte limit, so
@@ -116,10 +114,10 @@ func newLoop(m Mode, t Tuning) *loop {
 	return &loop{
 		mode:        m,
 		tuning:      t,
-		locked:      m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0,
+		locked:      m == ModeSQPoll || t.NoRecvLimit || len(t.CPUs) > 0,
 		draining:    map[*conn]time.Time{},
 		noRecvLimit: t.NoRecvLimit,
-		napping:     !t.NoNap && !(m == ModeSQPoll || t.KeepP || t.Batch > 1 || t.NoRecvLimit || len(t.CPUs) > 0),
+		napping:     !t.NoNap && !(m == ModeSQPoll || t.NoRecvLimit || len(t.CPUs) > 0),
 		awake:       poll.Awake{Every: poll.AwakeEvery},
 	}
 }
@@ -195,9 +193,6 @@ func (l *loop) setup() error {
 	if l.locked && l.mode != ModeSQPoll {
 		// Best effort: saves a file table lookup per enter.
 		l.ring.RegisterRingFD()
-		if l.ring.Params.Features&uring.FeatMinTimeout != 0 {
-			l.batch = l.tuning.Batch
-		}
 	}
 	if l.mode == ModeUring || l.mode == ModeHybrid {
 		// Best effort too: requests on a connection in the table skip

@@ -16,9 +16,10 @@ import (
 // read eight stray bytes).
 func TestWakeAfterTeardown(t *testing.T) {
 	err := onLockedThread(func() error {
-		l := newLoop(ModeUring, Tuning{KeepP: true}.withDefaults())
+		// A loop without a recv byte limit is locked.
+		l := newLoop(ModeUring, Tuning{NoRecvLimit: true}.withDefaults())
 		if !l.locked {
-			return fmt.Errorf("Tuning{KeepP: true} made an unlocked loop")
+			return fmt.Errorf("Tuning{NoRecvLimit: true} made an unlocked loop")
 		}
 		if err := l.setup(); err != nil {
 			l.teardownRing()
