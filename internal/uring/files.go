@@ -46,27 +46,3 @@ func (r *Ring) UpdateFile(slot uint32, fd int) error {
 	}
 	return nil
 }
-
-// Registered buffers: memory the ring maps once (IORING_REGISTER_BUFFERS,
-// 5.1), so a fixed read or write into it (PrepReadFixed, PrepWriteFixed)
-// skips pinning the pages and building the request's page list on every
-// request. The pages stay pinned, counted against RLIMIT_MEMLOCK (unless
-// CAP_IPC_LOCK), until the buffers are unregistered or the ring closes.
-
-// RegisterBuffers registers each of bufs as a fixed buffer, index i for
-// bufs[i]. The memory must not be a goroutine stack and must stay mapped
-// until the ring closes or UnregisterBuffers: use an mmap'd arena. Call it
-// from the ring's owner thread.
-func (r *Ring) RegisterBuffers(bufs [][]byte) error {
-	vecs := make([]Iovec, len(bufs))
-	for i, b := range bufs {
-		vecs[i] = Iovec{Base: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))), Len: uint64(len(b))}
-	}
-	var pin runtime.Pinner
-	pin.Pin(&vecs[0])
-	defer pin.Unpin()
-	if _, err := register(r.fd, RegisterBuffers, unsafe.Pointer(&vecs[0]), uint32(len(vecs))); err != nil {
-		return os.NewSyscallError("io_uring_register(BUFFERS)", err)
-	}
-	return nil
-}

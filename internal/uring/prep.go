@@ -111,20 +111,6 @@ func (s *SQE) PrepReadAt(fd int, b []byte, off int64) { s.prepRW(OpRead, fd, b, 
 // file's position).
 func (s *SQE) PrepWriteAt(fd int, b []byte, off int64) { s.prepRW(OpWrite, fd, b, off) }
 
-// PrepReadFixed is PrepReadAt into b, which must lie inside the
-// registered buffer bufIndex (RegisterBuffers).
-func (s *SQE) PrepReadFixed(fd int, b []byte, off int64, bufIndex uint16) {
-	s.prepRW(OpReadFixed, fd, b, off)
-	s.BufIndex = bufIndex
-}
-
-// PrepWriteFixed is PrepWriteAt of b, which must lie inside the
-// registered buffer bufIndex.
-func (s *SQE) PrepWriteFixed(fd int, b []byte, off int64, bufIndex uint16) {
-	s.prepRW(OpWriteFixed, fd, b, off)
-	s.BufIndex = bufIndex
-}
-
 func (s *SQE) prepRW(op uint8, fd int, b []byte, off int64) {
 	s.Opcode = op
 	s.Fd = int32(fd)
@@ -138,23 +124,6 @@ func (s *SQE) PrepFsync(fd int, flags uint32) {
 	s.Opcode = OpFsync
 	s.Fd = int32(fd)
 	s.OpFlags = flags
-}
-
-// PrepSplice prepares a splice(2) of n bytes from fdIn at offIn to fdOut
-// at offOut (liburing's io_uring_prep_splice); an offset is -1 for a pipe,
-// and one of the two descriptors must be a pipe's. flags are splice(2)'s
-// SPLICE_F_* and SpliceFdInFixed. The kernel always runs a splice in a
-// worker thread, where it may block; a result short of n fails the link
-// to the request after it (IOSQE_IO_LINK), which then ends with
-// -ECANCELED.
-func (s *SQE) PrepSplice(fdIn int, offIn int64, fdOut int, offOut int64, n uint32, flags uint32) {
-	s.Opcode = OpSplice
-	s.Fd = int32(fdOut)
-	s.Off = uint64(offOut)
-	s.Addr = uint64(offIn) // splice_off_in
-	s.Len = n
-	s.OpFlags = flags          // splice_flags
-	s.FileIndex = uint32(fdIn) // splice_fd_in
 }
 
 // PrepCancel64 prepares the cancellation of the request whose user_data is

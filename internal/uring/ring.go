@@ -192,13 +192,6 @@ func (r *Ring) Flush() uint32 {
 	return r.sqeTail - atomic.LoadUint32(r.sqHead)
 }
 
-// SQSpace returns the number of entries GetSQE can hand out before the
-// queue is full: requests linked with SqeIOLink must be got together, since
-// a chain that a submission cuts ends where it was cut.
-func (r *Ring) SQSpace() uint32 {
-	return r.Params.SQEntries - (r.sqeTail - atomic.LoadUint32(r.sqHead))
-}
-
 // SQReady returns the number of entries got but not yet submitted.
 func (r *Ring) SQReady() uint32 { return r.sqeTail - atomic.LoadUint32(r.sqHead) }
 
@@ -265,20 +258,6 @@ func (r *Ring) EnterTimeout(toSubmit, wait, flags uint32, d time.Duration) (int,
 	w.ts = Timespec{Sec: int64(d / time.Second), Nsec: int64(d % time.Second)}
 	w.arg = GetEventsArg{Ts: uint64(uintptr(unsafe.Pointer(&w.ts)))}
 	return r.Enter(toSubmit, wait, flags|EnterExtArg, unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg))
-}
-
-// EnterMinWait waits, after submitting toSubmit SQEs, for wait
-// completions, or, once minWait has passed, for any (EnterExtArg with
-// min_wait_usec); with timeout above 0, for at most timeout (then ETIME).
-// It needs FeatMinTimeout (Linux 6.12).
-func (r *Ring) EnterMinWait(toSubmit, wait uint32, minWait, timeout time.Duration) (int, error) {
-	w := &r.wait
-	w.arg = GetEventsArg{MinWaitUsec: uint32(minWait / time.Microsecond)}
-	if timeout > 0 {
-		w.ts = Timespec{Sec: int64(timeout / time.Second), Nsec: int64(timeout % time.Second)}
-		w.arg.Ts = uint64(uintptr(unsafe.Pointer(&w.ts)))
-	}
-	return r.Enter(toSubmit, wait, EnterGetEvents|EnterExtArg, unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg))
 }
 
 // PeekCQE copies up to len(dst) completions into dst and consumes them. It

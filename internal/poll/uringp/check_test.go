@@ -31,10 +31,7 @@ var prepOps = map[string]uint8{
 	"PrepRead":             uring.OpRead,
 	"PrepReadAt":           uring.OpRead,
 	"PrepWriteAt":          uring.OpWrite,
-	"PrepReadFixed":        uring.OpReadFixed,
-	"PrepWriteFixed":       uring.OpWriteFixed,
 	"PrepFsync":            uring.OpFsync,
-	"PrepSplice":           uring.OpSplice,
 	"PrepCancel64":         uring.OpAsyncCancel,
 }
 
