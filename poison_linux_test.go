@@ -73,7 +73,7 @@ func poisonReleased(t *testing.T, e Engine, opts []Option, side tsSide, atReleas
 			return
 		}
 		tsEventually(t, "every provided buffer to be back", func() bool {
-			for _, s := range c.Stats() {
+			for _, s := range loopStatsOf(c) {
 				if s.BuffersOut != 0 {
 					return false
 				}
