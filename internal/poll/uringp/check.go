@@ -257,7 +257,7 @@ func explainSetup(err error) error {
 				return fmt.Errorf("io_uring is disabled by sysctl kernel.io_uring_disabled=%s: %w", s, err)
 			}
 		}
-		return fmt.Errorf("io_uring is forbidden (a seccomp profile or a security policy): %w", err)
+		return fmt.Errorf("io_uring is forbidden (EPERM: a seccomp profile or a security policy): %w", err)
 	case errors.Is(err, syscall.EINVAL):
 		return fmt.Errorf("the kernel's io_uring is too old for ringpoll (EINVAL for every flag set): %w", err)
 	}
