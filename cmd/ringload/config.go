@@ -27,6 +27,9 @@ type config struct {
 	perf        string        // perf binary; "" looks it up in PATH
 	serverStats string        // ringecho's -stats-file; "": none
 	slowloris   int           // extra connections dribbling a byte every 1-2 s, not measured
+	// prime: each connection echoes one message as it connects, before
+	// the warm-up (echo and rpc).
+	prime bool
 	// slowlorisFirst spreads the slowloris connections' first bytes over
 	// that long (the command line: 2 s). 0, for tests: each sends its
 	// first byte at once and the load starts after every echo came back
@@ -72,6 +75,8 @@ func (c config) check() error {
 		return fmt.Errorf("-kv-writes %d: want a percentage, 0 to 100", c.kvWrites)
 	case c.proto == "kv" && (c.depth != 1 || c.rate != 0):
 		return errors.New("-proto kv sends one request at a time per connection, as fast as replies come: no -depth or -rate")
+	case c.prime && c.proto == "kv":
+		return errors.New("-prime sends an echo: -proto echo or rpc")
 	case c.outstanding < 0:
 		return fmt.Errorf("-outstanding %d: want 0 (no cap) or more", c.outstanding)
 	case c.outstanding > 0 && c.proto != "kv":

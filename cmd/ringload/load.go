@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,14 +28,29 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, CtxSwitchesPerReq: -1,
 		ServerUserUsPerReq: -1, ServerKernelUsPerReq: -1,
 		LoopSyscalls: -1, LoopSyscallsPerReq: -1,
+		ServerRSSBase: -1, ServerRSSIdle: -1, ServerRSSEnd: -1,
+	}
+	var rssErr error
+	serverRSS := func() int64 {
+		if cfg.serverPID == 0 {
+			return -1
+		}
+		n, err := readRSS(cfg.serverPID)
+		if err != nil {
+			rssErr = cmp.Or(rssErr, err)
+			return -1
+		}
+		return n
 	}
 	if cfg.serverPID != 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", cfg.serverPID)); err != nil {
 			return nil, fmt.Errorf("-server-pid %d: %w", cfg.serverPID, err)
 		}
 	}
+	res.ServerRSSBase = serverRSS()
 
-	// Connect everything first, at most 64 dials at a time.
+	// Connect everything first, at most 64 dials at a time (with -prime,
+	// each dial followed by its first echo).
 	workers := make([]*worker, cfg.conns)
 	var firstErr atomic.Pointer[string]
 	noteErr := func(err error) {
@@ -42,6 +58,8 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		firstErr.CompareAndSwap(nil, &s)
 	}
 	var dialErrs atomic.Int32
+	var primeVerify atomic.Uint64
+	var firstPrimeVerify atomic.Pointer[string]
 	var dwg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	d := net.Dialer{Timeout: cfg.dialTimeout}
@@ -56,11 +74,31 @@ func load(ctx context.Context, cfg config) (*result, error) {
 				noteErr(fmt.Errorf("dial: %w", err))
 				return
 			}
-			workers[i] = &worker{id: uint64(i), conn: c, cfg: &cfg}
+			w := &worker{id: uint64(i), conn: c, cfg: &cfg}
+			if cfg.prime {
+				if err := w.prime(time.Now().Add(cfg.dialTimeout)); err != nil {
+					c.Close()
+					if errors.Is(err, errPrimeMismatch) {
+						primeVerify.Add(1)
+						s := err.Error()
+						firstPrimeVerify.CompareAndSwap(nil, &s)
+						noteErr(err)
+						return
+					}
+					dialErrs.Add(1)
+					noteErr(fmt.Errorf("first echo: %w", err))
+					return
+				}
+			}
+			workers[i] = w
 		}()
 	}
 	dwg.Wait()
 	res.DialErrors = int(dialErrs.Load())
+	res.VerifyErrors = primeVerify.Load()
+	if p := firstPrimeVerify.Load(); p != nil {
+		res.FirstVerifyError = *p
+	}
 	live := workers[:0]
 	for _, w := range workers {
 		if w != nil {
@@ -77,6 +115,9 @@ func load(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 	defer closeAll()
+	// Every connection open (with -prime, each has echoed once), none
+	// loaded yet.
+	res.ServerRSSIdle = serverRSS()
 
 	// The slowloris crowd, connected before the load starts.
 	crowd, err := startSlowloris(ctx, cfg)
@@ -215,6 +256,7 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	var afterErr error
 	if cfg.serverPID != 0 {
 		after, afterErr = sampleProc(cfg.serverPID)
+		res.ServerRSSEnd = serverRSS()
 	}
 	selfAfter, selfAfterErr := sampleProc(os.Getpid())
 	statAfter, statAfterErr := readCPUStat()
@@ -316,6 +358,9 @@ func load(ctx context.Context, cfg config) (*result, error) {
 				res.LoopSyscallsPerReq = float64(res.LoopSyscalls) / float64(res.Requests)
 			}
 		}
+	}
+	if rssErr != nil {
+		notes = append(notes, "resident memory: "+rssErr.Error())
 	}
 	res.ServerNote = strings.Join(notes, "; ")
 	if res.ClientCPUCores >= 0 && res.MachineCPUCores >= 0 && res.ServerCPUns > 0 {

@@ -95,6 +95,16 @@
 // whole run; they are reported apart and not measured, so a run with and one
 // without them show what the crowd costs the other clients.
 //
+// Connections are dialled 64 at a time, before the warm-up; with -prime
+// each then echoes one message at once, so that the server's setup of
+// every connection (its accept, first buffers, a goroutine) is over
+// before the warm-up, however many there are. The load needs a descriptor
+// per connection: ringload checks the RLIMIT_NOFILE the Go runtime raised
+// to the hard limit at start, and fails before dialling if it is short.
+// With -server-pid it also reports the server's resident memory (VmRSS)
+// before the first dial, once every connection is open and idle, and at
+// the end of the window.
+//
 // Every loop is bounded: connections carry a deadline past the end of the
 // run, and when the window closes any connection still blocked is cut off.
 // Connection errors are counted and reported, never fatal. The exit status
@@ -141,6 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring")
 	duration := fs.Duration("duration", 10*time.Second, "measurement window")
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
+	prime := fs.Bool("prime", false, "each connection echoes one message as it connects, before the warm-up, so that the server's setup of every connection is over before it (-proto echo or rpc)")
 	slowloris := fs.Int("slowloris", 0, "also hold this many connections that each send one byte every 1-2 s and check its echo (slowloris clients; not measured)")
 	serverStats := fs.String("server-stats", "", "with -server-pid: the server's ringecho -stats-file, to count the library's own event-loop syscalls (SIGUSR1 asks for it)")
 	kvRecords := fs.Int64("kv-records", 0, "with -proto kv: the records in the server's file (requests pick one at random)")
@@ -266,6 +277,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		serverPID:   *serverPID,
 		serverStats: *serverStats,
 		slowloris:   *slowloris,
+		prime:       *prime,
 		dialTimeout: 5 * time.Second,
 
 		slowlorisFirst: 2 * time.Second,
@@ -276,6 +288,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := cfg.check(); err != nil {
 		fmt.Fprintln(stderr, "ringload:", err)
 		return 2
+	}
+	if err := checkNofile(cfg.conns + cfg.slowloris + nofileMargin); err != nil {
+		fmt.Fprintln(stderr, "ringload:", err)
+		return 1
 	}
 	res, err := load(ctx, cfg)
 	if err != nil {

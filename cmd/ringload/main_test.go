@@ -467,6 +467,7 @@ func TestRunBadFlags(t *testing.T) {
 		{"-proto", "rpc", "-size", "20000000"},
 		{"-server-stats", "/tmp/x.json"},
 		{"-slowloris", "-1"},
+		{"-proto", "kv", "-kv-records", "10", "-prime"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {

@@ -200,3 +200,53 @@ func readCPUStat() (cpuStat, error) {
 	}
 	return s, nil
 }
+
+// readRSS returns process pid's resident memory, VmRSS of
+// /proc/PID/status, in bytes.
+func readRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseVmRSS(b)
+}
+
+// parseVmRSS takes VmRSS ("VmRSS:   1234 kB") out of a /proc/PID/status,
+// in bytes.
+func parseVmRSS(b []byte) (int64, error) {
+	for line := range strings.Lines(string(b)) {
+		v, ok := strings.CutPrefix(line, "VmRSS:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("VmRSS: unexpected value %q", strings.TrimSpace(v))
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("VmRSS: %w", err)
+		}
+		return n << 10, nil
+	}
+	return 0, errors.New("no VmRSS in /proc/PID/status")
+}
+
+// nofileMargin is the descriptors ringload keeps besides its connections:
+// the runtime's, perf's pipes, /proc files being read.
+const nofileMargin = 32
+
+// checkNofile fails if the process may not open need descriptors. The Go
+// runtime raised the soft RLIMIT_NOFILE to the hard one at start
+// (syscall's rlimit.go), so the hard limit is the ceiling; without this
+// check, connections past it would fail one by one as dial errors.
+func checkNofile(need int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return os.NewSyscallError("getrlimit", err)
+	}
+	if lim.Cur < uint64(need) {
+		return fmt.Errorf("the connections need %d descriptors, RLIMIT_NOFILE allows %d (hard limit %d): raise it (ulimit -n) or use fewer", need, lim.Cur, lim.Max)
+	}
+	return nil
+}

@@ -71,6 +71,15 @@ type result struct {
 	CtxSwitchesPerReq  float64 `json:"ctx_switches_per_req"`
 	ServerNote         string  `json:"server_note,omitempty"`
 
+	// ServerRSSBase, ServerRSSIdle and ServerRSSEnd are the server's
+	// resident memory (VmRSS) in bytes: before the first dial, once every
+	// connection is open (with -prime, each has echoed once) and none is
+	// loaded yet, and at the end of the window, with the connections
+	// open and loaded. -1: not measured.
+	ServerRSSBase int64 `json:"server_rss_base_bytes"`
+	ServerRSSIdle int64 `json:"server_rss_idle_bytes"`
+	ServerRSSEnd  int64 `json:"server_rss_bytes"`
+
 	// Slowloris clients (-slowloris): connected, bytes dribbled and
 	// echoed correctly, and errors (a wrong echo counts as one).
 	SlowlorisConns      int    `json:"slowloris_conns"`
@@ -88,6 +97,8 @@ type result struct {
 	MachineCPUCores float64 `json:"machine_cpu_cores"`
 	OtherCPUCores   float64 `json:"other_cpu_cores"`
 }
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 func orNone(s string) string {
 	if s == "" {
@@ -129,6 +140,11 @@ func (r *result) writeText(w io.Writer) {
 				r.LoopSyscallsPerReq, r.LoopSyscalls)
 		}
 		fmt.Fprintf(bw, "server ctx sw     %.3f per request (%d)\n", r.CtxSwitchesPerReq, r.CtxSwitches)
+		if r.ServerRSSBase >= 0 && r.ServerRSSIdle >= 0 && r.ServerRSSEnd >= 0 {
+			fmt.Fprintf(bw, "server RSS        %.1f MiB before the connections, %.1f MiB with them idle, %.1f MiB at the end (%.0f B per connection idle, %.0f at the end)\n",
+				mib(r.ServerRSSBase), mib(r.ServerRSSIdle), mib(r.ServerRSSEnd),
+				float64(r.ServerRSSIdle-r.ServerRSSBase)/float64(r.Conns), float64(r.ServerRSSEnd-r.ServerRSSBase)/float64(r.Conns))
+		}
 		if r.ServerNote != "" {
 			fmt.Fprintf(bw, "server note       %s\n", r.ServerNote)
 		}

@@ -53,22 +53,56 @@ type shared struct {
 	spentOne sync.Once
 }
 
-// message lays out message k of a batch in buf: the rpc length prefix, if
-// any, then the payload: connection id, sequence number, and a pattern
-// that differs per connection and per byte.
+// fill lays out the messages of a batch in buf.
 func (w *worker) fill(buf []byte) {
 	n := w.cfg.wireLen()
 	for k := 0; k < w.cfg.depth; k++ {
-		m := buf[k*n : (k+1)*n]
-		if w.cfg.proto == "rpc" {
-			rpcframe.PutHeader(m, w.cfg.size)
-			m = m[rpcframe.HeaderLen:]
-		}
-		binary.LittleEndian.PutUint64(m[0:8], w.id)
-		for i := headerLen; i < len(m); i++ {
-			m[i] = byte(w.id*131 + uint64(i)*7 + 1)
-		}
+		w.message(buf[k*n : (k+1)*n])
 	}
+}
+
+// message lays out one message in m (wireLen bytes): the rpc length
+// prefix, if any, then the payload: connection id, sequence number (left
+// zero), and a pattern that differs per connection and per byte.
+func (w *worker) message(m []byte) {
+	if w.cfg.proto == "rpc" {
+		rpcframe.PutHeader(m, w.cfg.size)
+		m = m[rpcframe.HeaderLen:]
+	}
+	binary.LittleEndian.PutUint64(m[0:8], w.id)
+	for i := headerLen; i < len(m); i++ {
+		m[i] = byte(w.id*131 + uint64(i)*7 + 1)
+	}
+}
+
+// primeSeq is the sequence number of the message -prime sends, one the
+// load's own messages never reach.
+const primeSeq = ^uint64(0)
+
+// errPrimeMismatch marks a first echo that came back other than sent.
+var errPrimeMismatch = errors.New("the first echo differs from the message sent")
+
+// prime sends one message and checks its echo, by deadline: with -prime,
+// the server's setup of the connection (its accept, first buffers, a
+// goroutine) is over before the warm-up starts, whatever the number of
+// connections. Its deadline stays on the connection until the load sets
+// its own.
+func (w *worker) prime(deadline time.Time) error {
+	wbuf := make([]byte, w.cfg.wireLen())
+	w.message(wbuf)
+	binary.LittleEndian.PutUint64(w.payload(wbuf, 0)[8:16], primeSeq)
+	rbuf := make([]byte, len(wbuf))
+	w.conn.SetDeadline(deadline)
+	if _, err := w.conn.Write(wbuf); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(w.conn, rbuf); err != nil {
+		return err
+	}
+	if !bytes.Equal(wbuf, rbuf) {
+		return fmt.Errorf("conn %d: %w", w.id, errPrimeMismatch)
+	}
+	return nil
 }
 
 // payload returns message k's payload in a batch buffer.
