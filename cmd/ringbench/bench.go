@@ -21,10 +21,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
 		return 1, err
 	}
-	placement := fmt.Sprintf("servers on CPUs %s, load generator on CPUs %s", cfg.serverCPUs, cfg.loadCPUs)
-	if len(cfg.serverCPUs) == 0 || len(cfg.loadCPUs) == 0 {
-		placement += " (not pinned: fewer than 2 CPUs, or not asked; expect noisier numbers)"
-	}
+	placement := cfg.placement()
 	fmt.Fprintf(stderr, "ringbench: %s\n", placement)
 
 	var notes []string
@@ -169,4 +166,16 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 		code = 1
 	}
 	return code, nil
+}
+
+// placement says where the servers and the load generator run.
+func (cfg *config) placement() string {
+	p := fmt.Sprintf("servers on CPUs %s, load generator on CPUs %s", cfg.serverCPUs, cfg.loadCPUs)
+	if cfg.cores > 0 {
+		p += fmt.Sprintf(" (-cores %d)", cfg.cores)
+	}
+	if len(cfg.serverCPUs) == 0 || len(cfg.loadCPUs) == 0 {
+		p += " (not pinned: fewer than 2 CPUs, or not asked; expect noisier numbers)"
+	}
+	return p
 }

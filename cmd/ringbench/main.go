@@ -48,6 +48,13 @@
 // errors; every echoed byte is verified. Medians of the repeats, with the
 // spread.
 //
+// -cores K places the servers of every family on the first K CPUs this
+// process may use and the load generator on the rest (it sets
+// -server-cpus and -load-cpus), so that a machine with more cores runs
+// the same scenarios with the server on 1, 2, 4... of them; the Go
+// servers' GOMAXPROCS is then K (Go's default: the CPUs a process may
+// use), and the default ringpoll server keeps its own default loops.
+//
 // With -frameworks it runs instead the framework family, frameworks and
 // protocol stacks on ringpoll against the same on their usual network
 // layer, loaded by clients the project did not write, but for QUIC
@@ -158,6 +165,9 @@ type config struct {
 	turns time.Duration
 	// turnsPaced adds the paced loads to the turns.
 	turnsPaced bool
+	// cores is -cores: the server CPUs are the first cores CPUs this
+	// process may use; 0: not given.
+	cores int
 }
 
 // run is main without the exit.
@@ -173,6 +183,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", time.Second, "measurement window of each run")
 	turns := fs.Duration("turns", 0, "after the matrix, at each saturated load (echo or rpc, rate max; with -turns-paced, the paced loads too) and connection count, load the default server and each peer (and its twin) in alternating half-second turns for this long, both up at once, and report the default over each with an interval (0: skip; -full: 12s)")
 	turnsPaced := fs.Bool("turns-paced", false, "with -turns, the paced loads too (each turn offered the load's rate): CPU per request at a fixed rate, side by side")
+	cores := fs.Int("cores", 0, "the server on this many CPUs, the load on the rest: sets -server-cpus to the first K CPUs this process may use and -load-cpus to the others, for every family (the matrix, -scale, -udp, -kv, -frameworks); the Go servers' GOMAXPROCS is then K (Go's default: the CPUs a process may use), the default ringpoll server's loops follow their own default; K from 1 to the CPUs less one (0: -server-cpus and -load-cpus, or half and half)")
 	serverCPUs := fs.String("server-cpus", "", "CPUs for the servers, e.g. 0 or 0-1 (default: the first half of this process's CPUs)")
 	loadCPUs := fs.String("load-cpus", "", "CPUs for the load generator (default: the second half)")
 	out := fs.String("out", "ringbench-results", "directory for results.jsonl, report.md, charts and logs")
@@ -264,6 +275,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad(errors.New("-out is empty"))
 	}
 	cfg.serverCPUs, cfg.loadCPUs = defaultPlacement()
+	if *cores != 0 {
+		if *serverCPUs != "" || *loadCPUs != "" {
+			return bad(errors.New("-cores sets -server-cpus and -load-cpus: give one or the others"))
+		}
+		if v := os.Getenv("GOMAXPROCS"); v != "" {
+			// The servers would inherit it, and K would not be their
+			// GOMAXPROCS.
+			return bad(fmt.Errorf("-cores %d: GOMAXPROCS=%s is set in the environment, which the Go servers would take over K: unset it", *cores, v))
+		}
+		if cfg.serverCPUs, cfg.loadCPUs, err = coresPlacement(*cores, allowedCPUs()); err != nil {
+			return bad(err)
+		}
+		cfg.cores = *cores
+	}
 	if *serverCPUs != "" {
 		if cfg.serverCPUs, err = parseCPUs(*serverCPUs); err != nil {
 			return bad(fmt.Errorf("-server-cpus: %w", err))

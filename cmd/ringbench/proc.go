@@ -60,21 +60,38 @@ func parseCPUs(s string) (cpuSet, error) {
 // server gets the first half, the load generator the rest. With one CPU
 // nothing is pinned.
 func defaultPlacement() (srv, ld cpuSet) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, nil
-	}
-	var cpus []int
-	for c := 0; c < 1024; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
+	cpus := allowedCPUs()
 	if len(cpus) < 2 {
 		return nil, nil
 	}
 	half := len(cpus) / 2
 	return cpus[:half], cpus[half:]
+}
+
+// allowedCPUs lists the CPUs this process may run on, nil if it cannot
+// tell.
+func allowedCPUs() cpuSet {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus cpuSet
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// coresPlacement is -cores k over cpus, the CPUs this process may use:
+// the server on the first k, the load generator on the rest, which must
+// keep at least one.
+func coresPlacement(k int, cpus cpuSet) (srv, ld cpuSet, err error) {
+	if k < 1 || k > len(cpus)-1 {
+		return nil, nil, fmt.Errorf("-cores %d: this process may use %d CPUs (%s), and the load generator needs one: want 1 to %d", k, len(cpus), cpus, len(cpus)-1)
+	}
+	return cpus[:k], cpus[k:], nil
 }
 
 // startPinned starts cmd with its CPU affinity set to cpus. The child

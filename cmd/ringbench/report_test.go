@@ -189,6 +189,7 @@ func TestParseFlags(t *testing.T) {
 		{"-duration", "1ms"}, {"-warmup", "-1s"}, {"-server-cpus", "x"}, {"-out", ""}, {"stray"},
 		{"-udp", "-udp-rate", "1000", "-udp-client", "rust"}, {"-udp", "-udp-client", "c"},
 		{"-turns", "1s"}, {"-turns", "0", "-turns-paced"},
+		{"-cores", "5000"}, {"-cores", "-1"}, {"-cores", "1", "-server-cpus", "0"},
 	} {
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("run(%q) exit %d, want 2", args, code)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -86,5 +87,26 @@ func TestBindsUDP(t *testing.T) {
 	c.Close()
 	if bindsUDP(os.Getpid(), addr) {
 		t.Fatalf("bindsUDP still sees %s after the socket closed", addr)
+	}
+}
+
+// TestCoresPlacement: -cores K puts the server on the first K CPUs the
+// process may use and the load on the rest, which keeps at least one.
+func TestCoresPlacement(t *testing.T) {
+	cpus := cpuSet{0, 2, 3, 5}
+	srv, ld, err := coresPlacement(2, cpus)
+	if err != nil || srv.String() != "0,2" || ld.String() != "3,5" {
+		t.Errorf("coresPlacement(2, %s) = %s, %s, %v", cpus, srv, ld, err)
+	}
+	if srv, ld, err := coresPlacement(1, cpuSet{0, 1}); err != nil || srv.String() != "0" || ld.String() != "1" {
+		t.Errorf("coresPlacement(1, 0,1) = %s, %s, %v", srv, ld, err)
+	}
+	for _, k := range []int{0, -1, 4, 5} {
+		if _, _, err := coresPlacement(k, cpus); err == nil || !strings.Contains(err.Error(), "want 1 to 3") {
+			t.Errorf("coresPlacement(%d, %s): %v", k, cpus, err)
+		}
+	}
+	if _, _, err := coresPlacement(1, cpuSet{0}); err == nil {
+		t.Error("coresPlacement on one CPU succeeded")
 	}
 }
