@@ -30,6 +30,9 @@ type config struct {
 	// prime: each connection echoes one message as it connects, before
 	// the warm-up (echo and rpc).
 	prime bool
+	// closeReset: the connections end with a reset (SO_LINGER 0), not a
+	// FIN, and leave no TIME_WAIT behind.
+	closeReset bool
 	// slowlorisFirst spreads the slowloris connections' first bytes over
 	// that long (the command line: 2 s). 0, for tests: each sends its
 	// first byte at once and the load starts after every echo came back

@@ -111,6 +111,9 @@ func load(ctx context.Context, cfg config) (*result, error) {
 	}
 	closeAll := func() {
 		for _, w := range workers {
+			if tc, ok := w.conn.(*net.TCPConn); ok && cfg.closeReset {
+				tc.SetLinger(0)
+			}
 			w.conn.Close()
 		}
 	}

@@ -4,6 +4,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -82,5 +85,48 @@ func TestCheckNofile(t *testing.T) {
 		if err := checkNofile(int(lim.Cur) + 1); err == nil || !strings.Contains(err.Error(), "RLIMIT_NOFILE") {
 			t.Errorf("checkNofile(past the limit): %v", err)
 		}
+	}
+}
+
+// TestLoadCloseReset: with -close-reset the connections end in resets,
+// which leave no TIME_WAIT behind, and the server reads ECONNRESET;
+// without it, a FIN, and the server reads the end of the stream.
+func TestLoadCloseReset(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends := make(chan error, 8)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					_, err := io.Copy(c, c)
+					ends <- err // nil at the end of the stream
+				}()
+			}
+		}()
+		cfg := testConfig(ln.Addr().String())
+		cfg.closeReset = reset
+		cfg.warmup, cfg.duration = 0, 100*time.Millisecond
+		if _, err := load(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		for range cfg.conns {
+			select {
+			case err := <-ends:
+				if reset != errors.Is(err, syscall.ECONNRESET) {
+					t.Errorf("close-reset %v: the server's read ended with %v", reset, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("close-reset %v: a connection did not end", reset)
+			}
+		}
+		ln.Close()
 	}
 }
