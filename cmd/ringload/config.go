@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
@@ -33,6 +34,9 @@ type config struct {
 	// closeReset: the connections end with a reset (SO_LINGER 0), not a
 	// FIN, and leave no TIME_WAIT behind.
 	closeReset bool
+	// sources spreads the connections over the source addresses
+	// 127.0.0.1 to 127.0.0.sources (1: the kernel picks, as usual).
+	sources int
 	// slowlorisFirst spreads the slowloris connections' first bytes over
 	// that long (the command line: 2 s). 0, for tests: each sends its
 	// first byte at once and the load starts after every echo came back
@@ -80,6 +84,10 @@ func (c config) check() error {
 		return errors.New("-proto kv sends one request at a time per connection, as fast as replies come: no -depth or -rate")
 	case c.prime && c.proto == "kv":
 		return errors.New("-prime sends an echo: -proto echo or rpc")
+	case c.sources < 1 || c.sources > maxSources:
+		return fmt.Errorf("-sources %d: want 1 to %d", c.sources, maxSources)
+	case c.sources > 1 && !loopback(c.addr):
+		return fmt.Errorf("-sources %d: the sources are loopback addresses, and -addr %s is not one", c.sources, c.addr)
 	case c.outstanding < 0:
 		return fmt.Errorf("-outstanding %d: want 0 (no cap) or more", c.outstanding)
 	case c.outstanding > 0 && c.proto != "kv":
@@ -104,4 +112,14 @@ func (c config) check() error {
 		return errors.New("-server-stats needs -server-pid (the server to signal)")
 	}
 	return nil
+}
+
+// loopback reports whether addr's host is an IPv4 loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.To4() != nil && ip.IsLoopback()
 }

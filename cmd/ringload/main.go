@@ -153,6 +153,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
 	prime := fs.Bool("prime", false, "each connection echoes one message as it connects, before the warm-up, so that the server's setup of every connection is over before it (-proto echo or rpc)")
 	closeReset := fs.Bool("close-reset", false, "end the connections with a reset (SO_LINGER 0) rather than a FIN, leaving no TIME_WAIT behind: runs that open thousands of connections one after the other would otherwise pile them up, slowing the next dials and every read of /proc/net/tcp")
+	sources := fs.Int("sources", 1, "spread the connections over the source addresses 127.0.0.1 to 127.0.0.N (-addr must be a loopback address): connect(2)'s search for a free port grows with the connections open from one address to the same destination, to a millisecond or more a connection at 19,000")
 	slowloris := fs.Int("slowloris", 0, "also hold this many connections that each send one byte every 1-2 s and check its echo (slowloris clients; not measured)")
 	serverStats := fs.String("server-stats", "", "with -server-pid: the server's ringecho -stats-file, to count the library's own event-loop syscalls (SIGUSR1 asks for it)")
 	kvRecords := fs.Int64("kv-records", 0, "with -proto kv: the records in the server's file (requests pick one at random)")
@@ -280,6 +281,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		slowloris:   *slowloris,
 		prime:       *prime,
 		closeReset:  *closeReset,
+		sources:     *sources,
 		dialTimeout: 5 * time.Second,
 
 		slowlorisFirst: 2 * time.Second,

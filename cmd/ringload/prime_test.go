@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -128,5 +129,50 @@ func TestLoadCloseReset(t *testing.T) {
 			}
 		}
 		ln.Close()
+	}
+}
+
+// TestLoadSources: -sources spreads the connections over loopback source
+// addresses, each dial still given a port at connect.
+func TestLoadSources(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	seen := make(chan string, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			seen <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	cfg := testConfig(ln.Addr().String())
+	cfg.sources, cfg.conns = 3, 6
+	cfg.warmup, cfg.duration = 0, 100*time.Millisecond
+	res, err := load(context.Background(), cfg)
+	if err != nil || res.DialErrors != 0 || res.Requests == 0 {
+		t.Fatalf("load with -sources 3: %v, %+v", err, res)
+	}
+	ips := map[string]bool{}
+	for range 6 {
+		ips[<-seen] = true
+	}
+	if !ips["127.0.0.1"] || !ips["127.0.0.2"] || !ips["127.0.0.3"] || len(ips) != 3 {
+		t.Errorf("connections came from %v, want 127.0.0.1 to 127.0.0.3", ips)
+	}
+	for _, bad := range []config{{sources: 0}, {sources: maxSources + 1}, {sources: 2, addr: "10.0.0.1:80"}} {
+		c := testConfig(cmp.Or(bad.addr, "127.0.0.1:1"))
+		c.sources = bad.sources
+		if err := c.check(); err == nil || !strings.Contains(err.Error(), "-sources") {
+			t.Errorf("check with -sources %d and -addr %s: %v", c.sources, c.addr, err)
+		}
 	}
 }
