@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
@@ -50,6 +52,9 @@ type config struct {
 	kvRecords   int64
 	kvWrites    int
 	outstanding int
+	// rates, if any, are loads run one after another on the same
+	// connections (-rates), in place of rate.
+	rates []float64
 }
 
 // headerLen is the connection id and sequence number at the start of every
@@ -84,6 +89,8 @@ func (c config) check() error {
 		return errors.New("-proto kv sends one request at a time per connection, as fast as replies come: no -depth or -rate")
 	case c.prime && c.proto == "kv":
 		return errors.New("-prime sends an echo: -proto echo or rpc")
+	case len(c.rates) > 0 && c.proto == "kv":
+		return errors.New("-rates runs loads one after another: -proto echo or rpc")
 	case c.sources < 1 || c.sources > maxSources:
 		return fmt.Errorf("-sources %d: want 1 to %d", c.sources, maxSources)
 	case c.sources > 1 && !loopback(c.addr):
@@ -122,4 +129,18 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.To4() != nil && ip.IsLoopback()
+}
+
+// parseRateList reads -rates: offered rates per second, comma-separated,
+// 0 for as fast as replies come.
+func parseRateList(s string) ([]float64, error) {
+	var rs []float64
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return nil, fmt.Errorf("-rates %q: want rates per second (0: as fast as replies come), comma-separated", s)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }

@@ -105,6 +105,15 @@
 // before the first dial, once every connection is open and idle, and at
 // the end of the window.
 //
+// -rates R1,R2,... runs loads one after another on the same connections,
+// each at its rate (0: as fast as replies come) with its own warm-up and
+// window, and prints a result for each (with -json, a line each): the
+// connections' setup, which at thousands of them costs more than a load,
+// is paid once. Every load but the last ends at rest (phase.go): the
+// pacer stops, each connection finishes the request it has in flight,
+// and one whose next request the pacer will no longer send stops waiting
+// for its reply, so the next load starts on clean streams.
+//
 // Every loop is bounded: connections carry a deadline past the end of the
 // run, and when the window closes any connection still blocked is cut off.
 // Connection errors are counted and reported, never fatal. The exit status
@@ -153,6 +162,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
 	prime := fs.Bool("prime", false, "each connection echoes one message as it connects, before the warm-up, so that the server's setup of every connection is over before it (-proto echo or rpc)")
 	closeReset := fs.Bool("close-reset", false, "end the connections with a reset (SO_LINGER 0) rather than a FIN, leaving no TIME_WAIT behind: runs that open thousands of connections one after the other would otherwise pile them up, slowing the next dials and every read of /proc/net/tcp")
+	rates := fs.String("rates", "", "loads one after another on the same connections, at these offered rates in requests/s over all connections (0: as fast as replies come), comma-separated, each with its own -warmup and -duration: one result each (with -json, a line each); every load but the last ends at rest, each connection finishing the request it has in flight (-proto echo or rpc; instead of -rate)")
 	sources := fs.Int("sources", 1, "spread the connections over the source addresses 127.0.0.1 to 127.0.0.N (-addr must be a loopback address): connect(2)'s search for a free port grows with the connections open from one address to the same destination, to a millisecond or more a connection at 19,000")
 	slowloris := fs.Int("slowloris", 0, "also hold this many connections that each send one byte every 1-2 s and check its echo (slowloris clients; not measured)")
 	serverStats := fs.String("server-stats", "", "with -server-pid: the server's ringecho -stats-file, to count the library's own event-loop syscalls (SIGUSR1 asks for it)")
@@ -289,6 +299,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kvWrites:       *kvWrites,
 		outstanding:    *outstanding,
 	}
+	if *rates != "" {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "rate" })
+		var err error
+		if cfg.rates, err = parseRateList(*rates); err == nil && set {
+			err = errors.New("-rates gives the loads' rates: no -rate")
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "ringload:", err)
+			return 2
+		}
+	}
 	if err := cfg.check(); err != nil {
 		fmt.Fprintln(stderr, "ringload:", err)
 		return 2
@@ -297,27 +319,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ringload:", err)
 		return 1
 	}
-	res, err := load(ctx, cfg)
+	rs := []float64{cfg.rate}
+	if len(cfg.rates) > 0 {
+		rs = cfg.rates
+	}
+	results, err := loadRates(ctx, cfg, rs)
 	if err != nil {
 		fmt.Fprintln(stderr, "ringload:", err)
 		return 1
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(res); err != nil {
-			fmt.Fprintln(stderr, "ringload:", err)
-			return 1
+	code := 0
+	for i, res := range results {
+		if *asJSON {
+			// One object, or with -rates a line each.
+			if err := json.NewEncoder(stdout).Encode(res); err != nil {
+				fmt.Fprintln(stderr, "ringload:", err)
+				return 1
+			}
+		} else {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			res.writeText(stdout)
 		}
-	} else {
-		res.writeText(stdout)
+		switch {
+		case res.VerifyErrors > 0:
+			fmt.Fprintf(stderr, "ringload: %d echoes failed verification; first: %s\n", res.VerifyErrors, res.FirstVerifyError)
+			code = 1
+		case res.Requests == 0:
+			fmt.Fprintf(stderr, "ringload: no request completed in the window (first error: %s)\n", orNone(res.FirstError))
+			code = 1
+		}
 	}
-	switch {
-	case res.VerifyErrors > 0:
-		fmt.Fprintf(stderr, "ringload: %d echoes failed verification; first: %s\n", res.VerifyErrors, res.FirstVerifyError)
-		return 1
-	case res.Requests == 0:
-		fmt.Fprintf(stderr, "ringload: no request completed in the window (first error: %s)\n", orNone(res.FirstError))
-		return 1
-	}
-	return 0
+	return code
 }

@@ -215,6 +215,14 @@ func (s *pacedSlot) answered(p *pacer, seq uint64, next bool) (time.Duration, bo
 	return took, true
 }
 
+// unsent reports whether the slot's request is prepared and not sent:
+// once the pacer has ended, one that will never be sent.
+func (s *pacedSlot) unsent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == slotReady
+}
+
 // sendErr is the first error the slot's sends returned.
 func (s *pacedSlot) sendErr() error {
 	s.mu.Lock()
