@@ -24,51 +24,13 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	placement := cfg.placement()
 	fmt.Fprintf(stderr, "ringbench: %s\n", placement)
 
-	var notes []string
-	needPeers, needC := cfg.charts, false
-	for _, s := range cfg.servers {
-		needPeers = needPeers || s.kind == "peer"
-		needC = needC || s.kind == "c"
-	}
-	fmt.Fprintf(stderr, "ringbench: building servers and the load generator from %s\n", cfg.src)
-	b, err := build(ctx, cfg.src, filepath.Join(cfg.out, "bin"), needPeers, needC)
+	b, notes, err := buildServers(ctx, &cfg, cfg.charts, stderr)
 	if err != nil {
 		return 1, err
 	}
-	if needC && b.cErr != nil {
-		cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.kind == "c" })
-		msg := fmt.Sprintf("the C reference server did not build, so c-liburing is left out: %v", b.cErr)
-		notes = append(notes, msg)
-		fmt.Fprintln(stderr, "ringbench:", msg)
-	}
-	if needPeers && b.peersErr != nil {
-		var kept []server
-		var dropped []string
-		for _, s := range cfg.servers {
-			if s.kind == "peer" {
-				dropped = append(dropped, s.name)
-			} else {
-				kept = append(kept, s)
-			}
-		}
-		cfg.servers = kept
-		msg := fmt.Sprintf("the bench module did not build, so %s and the charts are left out: %v",
-			strings.Join(dropped, " and "), b.peersErr)
-		if len(dropped) == 0 {
-			msg = fmt.Sprintf("the bench module did not build, so the charts are left out: %v", b.peersErr)
-		}
-		notes = append(notes, msg)
-		fmt.Fprintln(stderr, "ringbench:", msg)
-		cfg.charts = false
-		if len(cfg.servers) == 0 {
-			return 1, errors.New("no server left to run")
-		}
-	}
-	syscallsHow := "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, in a window of its own (up to 500 ms) right after the measured one, under the same load (perf's tracepoint costs the server time on every call, which the CPU figures must not carry)"
-	if _, err := exec.LookPath("perf"); err != nil {
-		syscallsHow = "perf is not installed (install linux-perf), so only ringpoll servers have a count: " +
-			"their own count of event-loop syscalls (io_uring_enter, epoll_wait), marked (lib), a lower bound"
-		notes = append(notes, "syscalls per request: perf is missing; ringpoll's figures are the library's own counts, marked (lib), and the peers have none")
+	syscallsHow, note := syscallsHow()
+	if note != "" {
+		notes = append(notes, note)
 	}
 
 	jl, err := os.Create(filepath.Join(cfg.out, "results.jsonl"))
@@ -178,4 +140,62 @@ func (cfg *config) placement() string {
 		p += " (not pinned: fewer than 2 CPUs, or not asked; expect noisier numbers)"
 	}
 	return p
+}
+
+// buildServers builds what cfg's servers need, and the chart renderer if
+// plot, and leaves out the servers that did not build, saying so in the
+// notes it returns (without the bench module, plot's charts too).
+func buildServers(ctx context.Context, cfg *config, plot bool, stderr io.Writer) (bins, []string, error) {
+	var notes []string
+	needPeers, needC := plot, false
+	for _, s := range cfg.servers {
+		needPeers = needPeers || s.kind == "peer"
+		needC = needC || s.kind == "c"
+	}
+	fmt.Fprintf(stderr, "ringbench: building servers and the load generator from %s\n", cfg.src)
+	b, err := build(ctx, cfg.src, filepath.Join(cfg.out, "bin"), needPeers, needC)
+	if err != nil {
+		return b, nil, err
+	}
+	if needC && b.cErr != nil {
+		cfg.servers = slices.DeleteFunc(cfg.servers, func(s server) bool { return s.kind == "c" })
+		msg := fmt.Sprintf("the C reference server did not build, so c-liburing is left out: %v", b.cErr)
+		notes = append(notes, msg)
+		fmt.Fprintln(stderr, "ringbench:", msg)
+	}
+	if needPeers && b.peersErr != nil {
+		var kept []server
+		var dropped []string
+		for _, s := range cfg.servers {
+			if s.kind == "peer" {
+				dropped = append(dropped, s.name)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		cfg.servers = kept
+		what := strings.Join(dropped, " and ")
+		if plot {
+			what = strings.Join(append(dropped, "the charts"), " and ")
+			cfg.charts = false
+		}
+		msg := fmt.Sprintf("the bench module did not build, so %s are left out: %v", what, b.peersErr)
+		notes = append(notes, msg)
+		fmt.Fprintln(stderr, "ringbench:", msg)
+		if len(cfg.servers) == 0 {
+			return b, notes, errors.New("no server left to run")
+		}
+	}
+	return b, notes, nil
+}
+
+// syscallsHow says how syscalls are counted, and a note for the report
+// if perf is missing.
+func syscallsHow() (how, note string) {
+	if _, err := exec.LookPath("perf"); err != nil {
+		return "perf is not installed (install linux-perf), so only ringpoll servers have a count: " +
+				"their own count of event-loop syscalls (io_uring_enter, epoll_wait), marked (lib), a lower bound",
+			"syscalls per request: perf is missing; ringpoll's figures are the library's own counts, marked (lib), and the peers have none"
+	}
+	return "`perf stat -e raw_syscalls:sys_enter -p PID` on the server, in a window of its own (up to 500 ms) right after the measured one, under the same load (perf's tracepoint costs the server time on every call, which the CPU figures must not carry)", ""
 }
