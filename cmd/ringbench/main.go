@@ -108,6 +108,24 @@
 // each repeat; runs whose check failed or whose client counted socket
 // errors, non-2xx answers or failed streams are flagged.
 //
+// With -scale it runs the scale family instead (scale.go): -servers (by
+// default the matrix's) from 10 to 19,000 connections (-scale-conns), at
+// 1 KiB ping-pong offered 20,000 requests/s over all connections, the
+// same work at every count, and saturated (-scale-loads). Every run has
+// a fresh server, whose connections each echo once before the warm-up
+// (ringload -prime), so that their setup stays out of the window; beside
+// the matrix's figures it measures the server's resident memory per
+// connection, idle and under the load, and it checks the targets
+// for the default server: its CPU per request flat from 1,000 connections
+// to the largest count, ahead of every Go peer in requests per server
+// CPU-second from 1,000 up, and no more memory per idle connection than
+// gnet. It writes scale.md, scale.jsonl and a chart of each figure
+// against the connection count; the defaults take about 10 minutes on 2
+// CPUs, as it says before it starts.
+//
+//	go run ./cmd/ringbench -scale
+//	go run ./cmd/ringbench -scale -cores 4   # a machine with more CPUs
+//
 // With -kv it runs the key-value scenario instead (kv.go): cmd/ringkv
 // serving random 4 KiB records of a data file of -kv-file-size (2 GiB by
 // default, made once in -kv-dir and reused) with O_DIRECT, with the file
@@ -201,6 +219,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
 	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download), grpc-go and quic-go on ringpoll and on their usual network layer, loaded by wrk, h2load, grpc-go's benchmark client and quicload")
 	fwf := addFwFlags(fs)
+	scale := fs.Bool("scale", false, "run the scale family instead: -servers from -scale-conns connections at each of -scale-loads, each run on a fresh server, with its resident memory per connection; scale.md, scale.jsonl and charts against the connection count (the defaults take about 10 minutes on 2 CPUs)")
+	scaleConns := fs.String("scale-conns", defaultScaleConns, "with -scale: connection counts, comma-separated (counts past the open-files limit or the ephemeral ports are left out, with a note)")
+	scaleLoads := fs.String("scale-loads", defaultScaleLoads, "with -scale: loads, as -loads takes them (the default: 1 KiB ping-pong at 20,000 requests/s over all connections, the same work at every count, and saturated)")
 	kv := fs.Bool("kv", false, "run the key-value scenario instead: ringkv serving 4 KiB records with O_DIRECT, the file on the network's ring, as an os.File under ringpoll, and under std net")
 	kvServersFlag := fs.String("kv-servers", defaultKVServers, "with -kv: servers, comma-separated: ring, osfile, std, sendfile")
 	kvConns := fs.String("kv-conns", defaultKVConns, "with -kv: connection counts, comma-separated")
@@ -208,7 +229,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kvOutstanding := fs.Int("kv-outstanding", 64, "with -kv: requests in flight over all connections")
 	kvFileSize := fs.String("kv-file-size", "2GiB", "with -kv: the data file's size (made once, reused by later runs)")
 	kvDir := fs.String("kv-dir", os.TempDir(), "with -kv: where the data file lives")
-	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run")
+	again := fs.String("report", "", "run nothing: print the tables and write report.md in -out again from this results.jsonl of an earlier run (with -scale: scale.md and the charts from a scale.jsonl)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -220,15 +241,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *again != "" {
-		if err := reportAgain(*again, *out, strings.TrimSpace("ringbench "+strings.Join(args, " ")), stdout); err != nil {
+		command := strings.TrimSpace("ringbench " + strings.Join(args, " "))
+		report := func() error { return reportAgain(*again, *out, command, stdout) }
+		if *scale {
+			report = func() error { return reportScaleAgain(*again, *out, command, *charts, stdout) }
+		}
+		if err := report(); err != nil {
 			fmt.Fprintln(stderr, "ringbench:", err)
 			return 1
 		}
 		return 0
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	families := 0
+	for _, on := range []bool{*scale, *udp, *kv, *frameworks} {
+		if on {
+			families++
+		}
+	}
+	switch {
+	case families > 1:
+		fmt.Fprintln(stderr, "ringbench: -scale, -udp, -kv and -frameworks each run a family of their own: give one")
+		return 2
+	case *scale && (set["conns"] || set["loads"] || *full || set["turns"]):
+		fmt.Fprintln(stderr, "ringbench: -scale takes its counts and loads from -scale-conns and -scale-loads, and has no -full or -turns")
+		return 2
+	}
+	if *scale {
+		*connsFlag, *loadsFlag = *scaleConns, *scaleLoads
+	}
 	if *full {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["servers"] {
 			*serversFlag = fullServers
 		}
@@ -254,11 +297,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.servers, err = parseServers(*serversFlag); err != nil {
 		return bad(fmt.Errorf("-servers: %w", err))
 	}
+	connsName, loadsName := "-conns", "-loads"
+	if *scale {
+		connsName, loadsName = "-scale-conns", "-scale-loads"
+	}
 	if cfg.conns, err = parseConns(*connsFlag); err != nil {
-		return bad(fmt.Errorf("-conns: %w", err))
+		return bad(fmt.Errorf("%s: %w", connsName, err))
 	}
 	if cfg.loads, err = parseLoads(*loadsFlag); err != nil {
-		return bad(fmt.Errorf("-loads: %w", err))
+		return bad(fmt.Errorf("%s: %w", loadsName, err))
 	}
 	switch {
 	case cfg.repeats < 1 || cfg.repeats > 100:
@@ -309,6 +356,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *scale {
+		code, err := benchScale(ctx, cfg, stdout, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "ringbench:", err)
+			return 1
+		}
+		return code
+	}
 	if *kv {
 		kc, err := parseKV(*kvServersFlag, *kvConns, *kvWrites, *kvFileSize)
 		if err != nil {

@@ -42,6 +42,13 @@ type loadResult struct {
 	DialErrors         int     `json:"dial_errors"`
 	IOErrors           int     `json:"io_errors"`
 	FirstError         string  `json:"first_error"`
+
+	// The server's resident memory in bytes: before the first dial, with
+	// every connection open and idle, at the end of the window; -1: not
+	// measured.
+	RSSBase int64 `json:"server_rss_base_bytes"`
+	RSSIdle int64 `json:"server_rss_idle_bytes"`
+	RSSEnd  int64 `json:"server_rss_bytes"`
 }
 
 // runner runs the matrix.
@@ -251,6 +258,7 @@ func decode(run benchfmt.Run) (loadResult, bool) {
 		ServerCPUCores: -1, ServerCPUusPerReq: -1, ReqPerServerCPUs: -1, Syscalls: -1,
 		UserUsPerReq: -1, KernelUsPerReq: -1,
 		SyscallsPerReq: -1, LoopSyscallsPerReq: -1, CtxSwitchesPerReq: -1,
+		RSSBase: -1, RSSIdle: -1, RSSEnd: -1,
 	}
 	if run.Result == nil {
 		return lr, false
