@@ -3,6 +3,7 @@ package ringpoll
 import (
 	"errors"
 	"fmt"
+	"github.com/ringpoll/ringpoll/internal/poll"
 	"net"
 	"net/netip"
 	"os"
@@ -75,6 +76,7 @@ func (b *Batch) Release() {
 }
 
 func (b *Batch) recv(fd uintptr) bool {
+	poll.Hook(poll.HookBatchRecv, nil)
 	for {
 		b.got, b.err = b.h.Recv(int(fd), b.want.n)
 		switch b.err {

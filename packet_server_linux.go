@@ -292,6 +292,13 @@ func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 			if sb.b.parked {
 				awake.Slept()
 			}
+			if err == nil && s.stopping() {
+				// Shutdown stopped reading while this read ran: a read
+				// deadline ends the wait, not a recvmmsg already under
+				// way, and what it got arrived after reading stopped.
+				sb.release()
+				return closed
+			}
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.stopping() {

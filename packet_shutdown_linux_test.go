@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +64,6 @@ func psShutdownReplies(t *testing.T, e Engine, inline bool) {
 	waiting := make(chan struct{})
 	defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
 		if p == poll.HookPacketShutdownWaits {
-			close(waiting)
 		}
 	})()
 	shut := make(chan error, 1)
@@ -98,4 +99,89 @@ func psShutdownReplies(t *testing.T, e Engine, inline bool) {
 	if err := c.Close(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Close after Shutdown returned: %v, want net.ErrClosed (Shutdown closes the sockets)", err)
 	}
+}
+
+// TestPacketServerShutdownReadUnderWay: a read deadline ends a reader's
+// wait, not a recvmmsg already under way. A pooled reader is held inside
+// ReadBatch, past its deadline check (HookBatchRecv), while Shutdown stops
+// reading and a datagram arrives; released, its recvmmsg gets that
+// datagram, which must not reach the handler. The readiness engines (the
+// io_uring ones read a PacketServer's sockets through a ring).
+func TestPacketServerShutdownReadUnderWay(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		if e.ringsPackets() {
+			t.Skipf("%v reads a PacketServer's sockets through a ring", e)
+		}
+		{
+			c := pcListen(t, e, "udp4", "127.0.0.1:0")
+			var stopping atomic.Bool
+			got := make(chan string, 8)
+			release := make(chan struct{})
+			h := PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+				for _, p := range in {
+					if stopping.Load() {
+						t.Errorf("the handler got %q after Shutdown stopped reading", p.Data)
+					}
+					got <- string(p.Data)
+				}
+				<-release
+			})
+			s, err := NewPacketServer(h, WithEngine(e))
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan error, 1)
+			go func() { served <- s.Serve(c) }()
+			client, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			if _, err := client.Write([]byte("request")); err != nil {
+				t.Fatal(err)
+			}
+			tsRecv(t, got, "the handler")
+
+			// Hold the reader's next recvmmsg before it runs. A datagram
+			// wakes the reader if it waits in the poller; if its own call
+			// took it instead, the handler has it (before Shutdown), and
+			// the read after it is held.
+			held, proceed, waits := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
+				switch p {
+				case poll.HookBatchRecv:
+					once.Do(func() {
+						close(held)
+						<-proceed
+					})
+				case poll.HookPacketShutdownWaits:
+					close(waits)
+				}
+			})()
+			if _, err := client.Write([]byte("wake")); err != nil {
+				t.Fatal(err)
+			}
+			tsRecv(t, held, "the reader to reach recvmmsg")
+			stopping.Store(true)
+			shut := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
+				defer cancel()
+				shut <- s.Shutdown(ctx)
+			}()
+			tsRecv(t, waits, "Shutdown to stop reading") // the readers' deadline is set
+			if _, err := client.Write([]byte("late")); err != nil {
+				t.Fatal(err)
+			}
+			close(proceed)
+			close(release)
+			if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+			if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+				t.Errorf("Serve: %v, want ErrServerClosed", err)
+			}
+		}
+	})
 }

@@ -56,6 +56,9 @@ const (
 	// answers) and started their readers, on Serve's goroutine; fd is
 	// nil.
 	HookPacketServing
+	// HookBatchRecv: a ReadBatch, past its deadline check, is about to
+	// call recvmmsg(2), on the reader's goroutine; fd is nil.
+	HookBatchRecv
 )
 
 // testHook is the hook a test set, or nil.
