@@ -44,8 +44,12 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	if cfg.turns > 0 {
 		estimate += time.Duration(turnsCount(&cfg)) * (cfg.turns + 2*cfg.warmup + 1500*time.Millisecond)
 	}
-	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats) and %d comparisons in turns, about %s\n",
-		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, turnsCount(&cfg), clock(estimate))
+	var turns string
+	if cfg.turns > 0 {
+		turns = fmt.Sprintf(" and %d comparisons in turns", turnsCount(&cfg))
+	}
+	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats)%s, about %s\n",
+		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, turns, clock(estimate))
 	r := &runner{cfg: &cfg, bins: b, out: jl, place: placement,
 		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}
 	runErr := r.run(ctx)

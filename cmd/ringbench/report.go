@@ -201,9 +201,10 @@ var header = []string{
 }
 
 // termHeader and termColumns are the terminal's table: the columns of
-// header that fit 100 columns; report.md has them all.
+// header that fit 100 columns ("vs std" is CPU per request over std's);
+// report.md has them all.
 var (
-	termHeader  = []string{"server", "conns", "req/s", "p50 µs", "p99 µs", "CPU µs/req", "CPU vs std", "req per CPU-s", "syscalls/req", "errors"}
+	termHeader  = []string{"server", "conns", "req/s", "p50 µs", "p99 µs", "CPU µs/req", "vs std", "req/CPU-s", "sys/req", "errors"}
 	termColumns = []int{0, 1, 2, 3, 4, 8, 11, 12, 13, 15}
 )
 
@@ -214,18 +215,26 @@ func writeTable(w io.Writer, sums []benchfmt.Summary) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "== %s (%s, medians; ± is half the range)\n", title(g[0].Cell), plural(g[0].Repeats, "repeat"))
+		fmt.Fprintf(w, "== %s (%s, medians, ± half the range)\n", title(g[0].Cell), plural(g[0].Repeats, "repeat"))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, strings.Join(termHeader, "\t")+"\t")
+		behind := false
 		for _, s := range g {
 			full := row(g, s)
 			cells := make([]string, len(termColumns))
 			for j, c := range termColumns {
 				cells[j] = full[c]
 			}
+			if m := rateMark(s); m != "" {
+				cells[2] = strings.TrimSuffix(cells[2], m) + " *"
+				behind = true
+			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 		}
 		tw.Flush()
+		if behind {
+			fmt.Fprintln(w, "   * below the offered rate")
+		}
 		writeVerdict(w, g)
 	}
 }
