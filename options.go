@@ -399,8 +399,7 @@ func parseCPUList(s string) []int {
 // polling mode without SQPOLL's kernel thread, for latency-bound servers
 // with cores to spare: a loop polls on its own CPU, so an idle server
 // still spends up to d of CPU after each burst of work, and at a steady
-// partial load close to a whole core per loop. docs/BENCHMARKS.md
-// measures what it buys. A default (not locked) loop lets other
+// partial load close to a whole core per loop. A default (not locked) loop lets other
 // goroutines run between looks; a locked one (WithLoopCPUs) does not, so
 // goroutines waiting for its P wait up to d. d is from 1µs to 10ms.
 // Default: off, the loop sleeps as soon as it has nothing to do. Taken

@@ -100,8 +100,7 @@ func (b *Batch) recv(fd uintptr) bool {
 // reader that took all that had arrived at once would be done sooner
 // and go idle more often, and for a server doing request/response at a
 // light load each idle sleep and wake-up costs more than the calls a
-// batch saves (docs/bench/HISTORY.md, "UDP's batch size, adapted to what
-// arrives").
+// batch saves.
 type readSize struct{ n, max int }
 
 // next adapts n to a read that got datagrams (0: found none).

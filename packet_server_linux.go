@@ -30,7 +30,6 @@ import (
 // recvmmsg(2) through ReadBatch, sleeping in Go's poller too. An inline
 // handler's replies on the ring engines leave through the ring, submitted
 // before the reader's next wait or next batch; otherwise with sendmmsg(2).
-// docs/bench/HISTORY.md ("UDP") measures both readers.
 type PacketServer struct {
 	h      PacketHandler
 	cfg    *config
