@@ -64,6 +64,7 @@ func psShutdownReplies(t *testing.T, e Engine, inline bool) {
 	waiting := make(chan struct{})
 	defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
 		if p == poll.HookPacketShutdownWaits {
+			close(waiting)
 		}
 	})()
 	shut := make(chan error, 1)
