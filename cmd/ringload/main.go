@@ -111,7 +111,7 @@
 // connections' setup, which at thousands of them costs more than a load,
 // is paid once. Every load but the last ends at rest (phase.go): the
 // pacer stops, each connection finishes the request it has in flight,
-// and one whose next request the pacer will no longer send stops waiting
+// and one whose next request the pacer does not send stops waiting
 // for its reply, so the next load starts on clean streams.
 //
 // Every loop is bounded: connections carry a deadline past the end of the
