@@ -74,7 +74,7 @@ type ringTuning struct {
 
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
-		loops:   max(1, runtime.NumCPU()/20),
+		loops:   runtime.GOMAXPROCS(0),
 		inHigh:  DefaultInputHighWater,
 		outHigh: DefaultOutputHighWater,
 		drain:   DefaultDrainTimeout,
@@ -141,8 +141,12 @@ func WithEngine(e Engine) Option {
 }
 
 // WithLoops sets the number of event loops that connections are spread
-// over. Default: max(1, NumCPU/20), the rule cloudwego/netpoll uses. Engines
-// with different loop counts run separately. Taken by Listen, Dial,
+// over, round robin. Default: GOMAXPROCS at the call, a loop per CPU the
+// program may use: on the io_uring engines a loop's thread does the kernel
+// work of its connections (their receives complete in its task work, their
+// sends go in its io_uring_enter), so with fewer loops than CPUs that
+// thread bounds the server. Engines with different loop counts run
+// separately. Taken by Listen, Dial,
 // OpenFile and NewFile (a File opened with the engine options of a
 // listener runs on its loops), and by NewServer, whose Serve then refuses
 // a listener made with another count: its connections live on the

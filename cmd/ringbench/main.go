@@ -5,7 +5,8 @@
 // the handler on the event loop, ringpoll.WithInlineHandler;
 // uring-pinned: the loops' threads pinned to the server CPUs,
 // ringpoll.WithLoopCPUs; uring-busypoll: idle loops poll 50µs before they
-// sleep, ringpoll.WithBusyPoll), std net (a
+// sleep, ringpoll.WithBusyPoll; uring-1loop: one loop whatever the CPUs,
+// ringpoll.WithLoops(1)), std net (a
 // goroutine per connection), cloudwego/netpoll, panjf2000/gnet and a C
 // liburing echo server (bench/c/uring_echo.c, when gcc and liburing-dev are
 // there), each in its own process, loaded by cmd/ringload in another,
@@ -193,7 +194,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ringbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	full := fs.Bool("full", false, "run the seeds' whole matrix: every server, "+fullConns+" connections, loads "+fullLoads)
-	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-inline, uring-pinned, uring-busypoll, uring-hybrid, uring-reactor, uring-sqpoll, epoll, epoll-inline, std, netpoll, gnet")
+	serversFlag := fs.String("servers", defaultServers, "servers, comma-separated: uring, uring-inline, uring-pinned, uring-busypoll, uring-1loop, uring-hybrid, uring-reactor, uring-sqpoll, epoll, epoll-inline, std, netpoll, gnet")
 	connsFlag := fs.String("conns", defaultConns, "connection counts, comma-separated")
 	loadsFlag := fs.String("loads", defaultLoads, "loads, comma-separated scenario:size:mode:rate (echo|rpc : bytes : pp|pN : max|req/s)")
 	repeats := fs.Int("repeats", 3, "repeats of every cell (medians are reported)")

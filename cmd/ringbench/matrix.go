@@ -28,6 +28,10 @@ type server struct {
 	// busyPoll: one named ENGINE-busypoll gets -busy-poll 50µs
 	// (ringpoll.WithBusyPoll): an idle loop polls 50µs before it sleeps.
 	busyPoll bool
+	// oneLoop: one named ENGINE-1loop gets -loops 1: every connection on
+	// one loop, whatever the CPUs (the default before it followed
+	// GOMAXPROCS), to show what a loop per CPU buys.
+	oneLoop bool
 	// twin: one named ENGINE-twin runs the very command ENGINE runs. The
 	// default server paired with its twin shows how far two identical
 	// servers drift apart in one run: the noise a ratio to a peer must
@@ -42,6 +46,7 @@ var servers = []server{
 	{name: "uring-inline", kind: "ringpoll", inline: true},
 	{name: "uring-pinned", kind: "ringpoll", pinned: true},
 	{name: "uring-busypoll", kind: "ringpoll", busyPoll: true},
+	{name: "uring-1loop", kind: "ringpoll", oneLoop: true},
 	{name: "uring-hybrid", kind: "ringpoll"},
 	{name: "uring-reactor", kind: "ringpoll"},
 	{name: "uring-sqpoll", kind: "ringpoll"},

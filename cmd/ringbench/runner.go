@@ -67,7 +67,7 @@ func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []stri
 	switch srv.kind {
 	case "ringpoll":
 		engine, api := srv.name, "handler"
-		for _, variant := range []string{"-pinned", "-busypoll", "-twin"} {
+		for _, variant := range []string{"-pinned", "-busypoll", "-1loop", "-twin"} {
 			engine = strings.TrimSuffix(engine, variant)
 		}
 		if srv.inline {
@@ -79,6 +79,9 @@ func (r *runner) serverArgv(srv server, scenario, addr, statsFile string) []stri
 		}
 		if srv.busyPoll {
 			argv = append(argv, "-busy-poll", "50us")
+		}
+		if srv.oneLoop {
+			argv = append(argv, "-loops", "1")
 		}
 		return argv
 	case "std":

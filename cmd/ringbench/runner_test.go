@@ -23,6 +23,7 @@ func TestServerArgv(t *testing.T) {
 		{"uring-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "inline"}, tail...)},
 		{"epoll-inline", append([]string{"/b/ringecho", "-addr", "A", "-engine", "epoll", "-api", "inline"}, tail...)},
 		{"uring-busypoll", append(append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...), "-busy-poll", "50us")},
+		{"uring-1loop", append(append([]string{"/b/ringecho", "-addr", "A", "-engine", "uring", "-api", "handler"}, tail...), "-loops", "1")},
 		{"std", []string{"/b/ringload", "-serve-std", "-addr", "A", "-proto", "echo"}},
 	} {
 		srv, ok := lookupServer(tc.name)
