@@ -35,7 +35,7 @@ func ExamplePacketConn_ReadBatch() {
 		log.Fatal(err)
 	}
 
-	batch, err := ringpoll.NewBatch(ringpoll.DefaultBatchPackets, ringpoll.DefaultPacketSize)
+	batch, err := ringpoll.NewBatch(64, 2048)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestMemoryFlood(t *testing.T) {
 	}
 	const (
 		clients = 4
-		perConn = 2*DefaultInputHighWater + DefaultOutputHighWater
+		perConn = 2*defaultInputHighWater + defaultOutputHighWater
 		bound   = clients*perConn + 16<<20
 	)
 	slow := func(ctx context.Context, c *Conn) error {

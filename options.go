@@ -25,14 +25,11 @@ import (
 // depends on the machine. Of two options of one kind, the later wins.
 type Option func(*config)
 
-// Defaults for the options.
+// Defaults for the options, which their docs state.
 const (
-	// DefaultInputHighWater is the default WithInputHighWater: 4 MiB.
-	DefaultInputHighWater = 4 << 20
-	// DefaultOutputHighWater is the default WithOutputHighWater: 4 MiB.
-	DefaultOutputHighWater = 4 << 20
-	// DefaultDrainTimeout is the default WithDrainTimeout: 5 s.
-	DefaultDrainTimeout = 5 * time.Second
+	defaultInputHighWater  = 4 << 20 // WithInputHighWater: 4 MiB
+	defaultOutputHighWater = 4 << 20 // WithOutputHighWater: 4 MiB
+	defaultDrainTimeout    = 5 * time.Second
 )
 
 type config struct {
@@ -75,9 +72,9 @@ type ringTuning struct {
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		loops:   runtime.GOMAXPROCS(0),
-		inHigh:  DefaultInputHighWater,
-		outHigh: DefaultOutputHighWater,
-		drain:   DefaultDrainTimeout,
+		inHigh:  defaultInputHighWater,
+		outHigh: defaultOutputHighWater,
+		drain:   defaultDrainTimeout,
 		logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	c.apply(opts)
@@ -165,7 +162,7 @@ func WithLoops(n int) Option {
 // WithInputHighWater sets, in bytes, how much input one connection may hold
 // (buffered, or consumed but not released) before its loop stops reading the
 // socket; reading resumes under half of it. TCP flow control then slows the
-// peer. Default: DefaultInputHighWater (4 MiB). Minimum 4096. Taken by
+// peer. The default is 4 MiB (4194304 bytes). Minimum 4096. Taken by
 // Listen, Dial and NewServer (over the listener's).
 func WithInputHighWater(n int) Option {
 	return func(c *config) {
@@ -178,7 +175,7 @@ func WithInputHighWater(n int) Option {
 // hold (unsent, or a reply queued by reference whose last byte is not sent
 // yet: its memory is held whole until then); a Write or Flush beyond it
 // blocks (bounded by the write deadline) until the output held falls under
-// half of it. Default: DefaultOutputHighWater (4 MiB). Minimum 4096.
+// half of it. The default is 4 MiB (4194304 bytes). Minimum 4096.
 // Taken by Listen, Dial and NewServer (over the listener's).
 func WithOutputHighWater(n int) Option {
 	return func(c *config) {
@@ -215,9 +212,8 @@ func WithIdleTimeout(d time.Duration) Option {
 // is dropped and the TCP connection is reset (SO_LINGER 0), not closed
 // with a FIN, so that the peer reads ECONNRESET instead of a short stream
 // that looks complete (a Unix socket has no reset: its peer reads EOF).
-// Stats.DrainsExpired counts those connections. Default:
-// DefaultDrainTimeout (5 s). Taken by Listen, Dial and NewServer (over
-// the listener's).
+// Stats.DrainsExpired counts those connections. The default is 5 seconds.
+// Taken by Listen, Dial and NewServer (over the listener's).
 func WithDrainTimeout(d time.Duration) Option {
 	return func(c *config) {
 		c.give(optDrainTimeout)

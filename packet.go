@@ -39,11 +39,10 @@ func (messageTooLongError) Error() string {
 }
 func (messageTooLongError) Is(target error) bool { return target == syscall.EMSGSIZE }
 
-// Default batch shape: DefaultBatchPackets datagrams of up to
-// DefaultPacketSize bytes.
+// Default batch shape (WithPacketBatch): 64 datagrams of up to 2048 bytes.
 const (
-	DefaultBatchPackets = 64
-	DefaultPacketSize   = 2048
+	defaultBatchPackets = 64
+	defaultPacketSize   = 2048
 )
 
 // maxPayload is the largest UDP payload for a socket family, without IPv6
@@ -144,8 +143,8 @@ func WithCPUSteering() Option {
 }
 
 // WithPacketBatch sets the shape of the batches a PacketServer reads: count
-// datagrams of up to size bytes each (see NewBatch). Default:
-// DefaultBatchPackets of DefaultPacketSize. Taken by NewPacketServer.
+// datagrams of up to size bytes each (see NewBatch). The default is 64
+// datagrams of up to 2048 bytes. Taken by NewPacketServer.
 func WithPacketBatch(count, size int) Option {
 	return func(c *config) {
 		c.give(optPacketBatch)
@@ -160,7 +159,7 @@ func WithPacketBatch(count, size int) Option {
 // WithGRO lets the kernel coalesce datagrams of one flow into one receive
 // (UDP_GRO): a reader then takes dozens of datagrams for the cost of one.
 // ReadBatch hands them out one Packet each, but needs a Batch of
-// MaxPacketSize slots, as a coalesced receive holds up to 64 KiB; single
+// 65535-byte slots, as a coalesced receive holds up to 64 KiB; single
 // reads (ReadFrom) still return one datagram each, through a buffer of the
 // PacketConn's own. A kernel without UDP_GRO ignores it
 // (PacketStats.GRO says). Taken by ListenPacket, DialPacket,

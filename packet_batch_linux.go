@@ -40,22 +40,22 @@ type Batch struct {
 	parked bool
 }
 
-// Limits of NewBatch.
+// Limits of NewBatch, which its doc states.
 const (
-	MaxBatchPackets = mmsg.MaxBatch
-	MaxPacketSize   = 65535
+	maxBatchPackets = mmsg.MaxBatch
+	maxPacketSize   = 65535
 )
 
 // NewBatch makes a Batch of count slots of size bytes each (1 <= count <=
-// MaxBatchPackets, 1 <= size <= MaxPacketSize). Datagrams longer than size
-// arrive truncated, and say so. DefaultBatchPackets and DefaultPacketSize
+// 1024, 1 <= size <= 65535). Datagrams longer than size arrive truncated,
+// and say so. 64 slots of 2048 bytes (a PacketServer's default batch)
 // suit datagrams up to a common path MTU.
 func NewBatch(count, size int) (*Batch, error) {
-	if count < 1 || count > MaxBatchPackets {
-		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the count must be between 1 and %d", count, size, MaxBatchPackets))
+	if count < 1 || count > maxBatchPackets {
+		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the count must be between 1 and %d", count, size, maxBatchPackets))
 	}
-	if size < 1 || size > MaxPacketSize {
-		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the size must be between 1 and %d bytes", count, size, MaxPacketSize))
+	if size < 1 || size > maxPacketSize {
+		return nil, optionError(fmt.Sprintf("ringpoll: NewBatch(%d, %d): the size must be between 1 and %d bytes", count, size, maxPacketSize))
 	}
 	b := &Batch{h: mmsg.NewHeaders(count, 1), mem: make([]byte, count*size), size: size, pkts: make([]Packet, count)}
 	b.recvFn = b.recv
@@ -129,7 +129,7 @@ func (c *PacketConn) ReadBatch(b *Batch) ([]Packet, error) {
 		return nil, c.opError("read", netip.AddrPort{}, errNilBatch)
 	}
 	b.Release()
-	if c.gro && b.size < MaxPacketSize {
+	if c.gro && b.size < maxPacketSize {
 		return nil, c.opError("read", netip.AddrPort{}, errGROBatch)
 	}
 	// Only the headers of messages received last time changed (the
@@ -188,7 +188,7 @@ var sendmmsg = (*mmsg.Headers).Send
 // sendOp is one WriteBatch's headers and progress, pooled per PacketConn.
 type sendOp struct {
 	h       *mmsg.Headers
-	counts  [DefaultBatchPackets]int // datagrams in each message
+	counts  [defaultBatchPackets]int // datagrams in each message
 	from, n int
 	err     error
 	sendFn  func(uintptr) bool // o.send, for the poller's RawConn.Write
@@ -197,7 +197,7 @@ type sendOp struct {
 }
 
 func newSendOp() *sendOp {
-	o := &sendOp{h: mmsg.NewHeaders(DefaultBatchPackets, gsoSegments)}
+	o := &sendOp{h: mmsg.NewHeaders(defaultBatchPackets, gsoSegments)}
 	o.sendFn = o.send
 	o.direct = func(fd int) { o.sent = o.send(uintptr(fd)) }
 	return o

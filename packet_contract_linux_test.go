@@ -344,7 +344,7 @@ func (r *ctRun) peerRecv(p *net.UDPConn) {
 // peerRecvSize records the size of what peer p receives next.
 func (r *ctRun) peerRecvSize(p *net.UDPConn) {
 	p.SetReadDeadline(time.Now().Add(ctLong))
-	buf := make([]byte, MaxPacketSize)
+	buf := make([]byte, maxPacketSize)
 	n, from, err := p.ReadFromUDPAddrPort(buf)
 	r.record("peer %s got %d bytes from %s, %s", r.addr(p.LocalAddr()), n, r.addrPort(from), r.err(err))
 }

@@ -27,7 +27,7 @@ func TestPacketDualStackSizes(t *testing.T) {
 	port4 := pcAddrPort(b4).Port()
 	mapped := netip.AddrPortFrom(netip.MustParseAddr("::ffff:127.0.0.1"), port4)
 	plain := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port4)
-	batch := pcBatch(t, 64, MaxPacketSize)
+	batch := pcBatch(t, 64, maxPacketSize)
 	for _, peer := range []struct {
 		to  netip.AddrPort
 		b   *PacketConn

@@ -37,7 +37,7 @@ func TestPacketGSOProbe(t *testing.T) {
 			if sent, err := a.WriteBatch(out); sent != n || err != nil {
 				t.Fatalf("WriteBatch = %d, %v", sent, err)
 			}
-			batch := pcBatch(t, 64, MaxPacketSize)
+			batch := pcBatch(t, 64, maxPacketSize)
 			pcDeadline(t, b)
 			for got := 0; got < n; {
 				ps, err := b.ReadBatch(batch)

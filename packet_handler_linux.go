@@ -32,7 +32,7 @@ type PacketWriter struct {
 // its memory for their payloads starts at pwMinMem and grows up to
 // pwMaxMem while it fills before the queue does.
 const (
-	pwQueue  = DefaultBatchPackets
+	pwQueue  = defaultBatchPackets
 	pwMinMem = 4 << 10
 	pwMaxMem = 1 << 20
 )

@@ -478,7 +478,7 @@ func TestPacketConnSizes(t *testing.T) {
 			t.Fatalf("WriteBatch of %d bytes = %d, %v", max, n, err)
 		}
 		pcDeadline(t, b)
-		ps, err := b.ReadBatch(pcBatch(t, 1, MaxPacketSize))
+		ps, err := b.ReadBatch(pcBatch(t, 1, maxPacketSize))
 		if err != nil || len(ps) != 1 || !bytes.Equal(ps[0].Data, big) {
 			t.Fatalf("ReadBatch of the largest datagram: %d packets, %v", len(ps), err)
 		}
@@ -567,7 +567,7 @@ func TestPacketConnConnected(t *testing.T) {
 
 // TestPacketBadInput: malformed arguments fail clearly, naming what to fix.
 func TestPacketBadInput(t *testing.T) {
-	for _, args := range [][2]int{{0, 10}, {MaxBatchPackets + 1, 10}, {1, 0}, {1, MaxPacketSize + 1}} {
+	for _, args := range [][2]int{{0, 10}, {maxBatchPackets + 1, 10}, {1, 0}, {1, maxPacketSize + 1}} {
 		if _, err := NewBatch(args[0], args[1]); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("NewBatch(%d, %d): %v, want ErrInvalidOption", args[0], args[1], err)
 		}
@@ -702,7 +702,7 @@ func TestPacketGRO(t *testing.T) {
 		if sent, err := a.WriteBatch(pcSeqPackets(n, size, to)); sent != n || err != nil {
 			t.Fatalf("WriteBatch = %d, %v", sent, err)
 		}
-		pcReadSeq(t, b, pcBatch(t, 4, MaxPacketSize), n, size)
+		pcReadSeq(t, b, pcBatch(t, 4, maxPacketSize), n, size)
 		if s := b.Stats(); s.Packets != n || s.Batches >= n {
 			t.Errorf("receiver stats %v: want %d datagrams in fewer receives", s, n)
 		}

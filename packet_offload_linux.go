@@ -14,7 +14,7 @@ func (c *PacketConn) readCoalesced(b []byte) (int, netip.AddrPort, error) {
 	c.groMu.Lock()
 	defer c.groMu.Unlock()
 	if c.groRead == nil {
-		c.groRead, _ = NewBatch(1, MaxPacketSize)
+		c.groRead, _ = NewBatch(1, maxPacketSize)
 	}
 	for len(c.groNext) == 0 {
 		ps, err := c.ReadBatch(c.groRead)
@@ -68,7 +68,7 @@ func appendDatagram(ps []Packet, p Packet, seg int) []Packet {
 	return ps
 }
 
-var errGROBatch = errors.New("ringpoll: a GRO socket needs Batch slots of MaxPacketSize")
+var errGROBatch = errors.New("ringpoll: a GRO socket needs Batch slots of 65535 bytes")
 
 // gsoProbe reports whether the kernel knows UDP_SEGMENT for socket fd; a
 // variable so that a test can play a kernel without it.

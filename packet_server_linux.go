@@ -66,7 +66,7 @@ func NewPacketServer(h PacketHandler, opts ...Option) (*PacketServer, error) {
 		return nil, err
 	}
 	if cfg.batch[0] == 0 {
-		cfg.batch = [2]int{DefaultBatchPackets, DefaultPacketSize}
+		cfg.batch = [2]int{defaultBatchPackets, defaultPacketSize}
 	}
 	s := &PacketServer{h: h, cfg: cfg, engine: e, conns: map[*PacketConn]struct{}{}, done: make(chan struct{})}
 	if !cfg.inline {
@@ -223,9 +223,9 @@ func (s *PacketServer) read(c *PacketConn, i int) (err error) {
 		depth = 1
 	}
 	count, size := s.cfg.batch[0], s.cfg.batch[1]
-	if c.gro && size < MaxPacketSize {
+	if c.gro && size < maxPacketSize {
 		// Each slot takes up to 64 KiB of coalesced datagrams.
-		count, size = min(count, 8), MaxPacketSize
+		count, size = min(count, 8), maxPacketSize
 	}
 	var ring *uringp.PacketRing
 	var rr *ringReader

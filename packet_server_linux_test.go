@@ -58,9 +58,9 @@ func TestPacketServerEcho(t *testing.T) {
 				case "inline-one-slot":
 					// A batch of one datagram: every read and every flight
 					// of replies holds one.
-					opts = append(opts, WithInlineHandler(), WithPacketBatch(1, DefaultPacketSize))
+					opts = append(opts, WithInlineHandler(), WithPacketBatch(1, defaultPacketSize))
 				case "pooled-one-slot":
-					opts = append(opts, WithPacketBatch(1, DefaultPacketSize))
+					opts = append(opts, WithPacketBatch(1, defaultPacketSize))
 				case "gro":
 					connOpts = append(connOpts, WithGRO())
 				}
