@@ -1,6 +1,8 @@
 package ringpoll
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -378,7 +380,8 @@ func (c *Conn) Reader() *Reader { return &c.reader }
 func (c *Conn) Writer() *Writer { return &c.writer }
 
 // SyscallConn returns a raw connection for Control (socket options). Its
-// Read and Write return an error: the engine owns the socket's I/O.
+// Read and Write return an error wrapping errors.ErrUnsupported: the
+// engine owns the socket's I/O.
 func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	return rawConn{c}, nil
 }
@@ -390,8 +393,11 @@ func (r rawConn) Control(f func(fd uintptr)) error {
 	return r.c.opError("raw-control", err)
 }
 
-func (r rawConn) Read(func(fd uintptr) bool) error  { return r.c.opError("raw-read", ErrRawIO) }
-func (r rawConn) Write(func(fd uintptr) bool) error { return r.c.opError("raw-write", ErrRawIO) }
+func (r rawConn) Read(func(fd uintptr) bool) error  { return r.c.opError("raw-read", errRawIO) }
+func (r rawConn) Write(func(fd uintptr) bool) error { return r.c.opError("raw-write", errRawIO) }
+
+// errRawIO is the error of a rawConn's Read and Write.
+var errRawIO = fmt.Errorf("ringpoll: the engine owns the socket's I/O, so a RawConn supports only Control: %w", errors.ErrUnsupported)
 
 // opError wraps err as net does: io.EOF as is, everything else in a
 // *net.OpError. On a connection its idle timer closed, net.ErrClosed

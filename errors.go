@@ -9,7 +9,8 @@ import (
 
 // Every error a ringpoll call returns is one of these values, or one of
 // net.ErrClosed, os.ErrDeadlineExceeded and io.EOF as in package net, or
-// wraps one of them (test with errors.Is). Errors of I/O on a connection
+// errors.ErrUnsupported (a RawConn's Read and Write, every call off
+// Linux), or wraps one of them (test with errors.Is). Errors of I/O on a connection
 // or listener come in a *net.OpError, as net's do; a syscall's errno is in
 // an *os.SyscallError inside it.
 var (
@@ -86,11 +87,6 @@ var (
 	// writes, deadlines, Close. The connection is closed as if by Close,
 	// so the error matches net.ErrClosed too (errors.Is).
 	ErrIdleTimeout error = idleTimeoutError{}
-
-	// ErrRawIO is returned by the Read and Write methods of the
-	// syscall.RawConn that Conn.SyscallConn returns: the engine owns the
-	// socket's I/O, so only Control is supported.
-	ErrRawIO = errors.New("ringpoll: RawConn Read and Write are not supported: the engine owns the socket's I/O")
 )
 
 type idleTimeoutError struct{}

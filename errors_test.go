@@ -13,8 +13,9 @@ import (
 )
 
 // TestErrors: every error a caller can meet is an exported value, or one
-// of net's (net.ErrClosed, os.ErrDeadlineExceeded), or wraps one, and I/O
-// errors on a connection come in a *net.OpError, as net's do.
+// of net's (net.ErrClosed, os.ErrDeadlineExceeded) or
+// errors.ErrUnsupported, or wraps one, and I/O errors on a connection come
+// in a *net.OpError, as net's do.
 func TestErrors(t *testing.T) {
 	type check struct {
 		name   string
@@ -76,7 +77,7 @@ func TestErrors(t *testing.T) {
 		{name: "RawConn Read", err: func(_ *testing.T, c *Conn) error {
 			rc, _ := c.SyscallConn()
 			return rc.Read(func(uintptr) bool { return true })
-		}, want: []error{ErrRawIO}, opErr: true},
+		}, want: []error{errors.ErrUnsupported}, opErr: true},
 		{name: "WithLoops(0)", noConn: true, err: func(*testing.T, *Conn) error {
 			_, err := Listen("tcp", "127.0.0.1:0", WithLoops(0))
 			return err
