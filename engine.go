@@ -51,14 +51,15 @@ var engineNames = [...]string{
 }
 
 // ParseEngine returns the engine called name: one of auto, epoll, uring,
-// uring-hybrid, uring-reactor, uring-sqpoll.
+// uring-hybrid, uring-reactor, uring-sqpoll. For another name it returns
+// an error that wraps ErrInvalidOption and lists the valid names.
 func ParseEngine(name string) (Engine, error) {
 	for e, n := range engineNames {
 		if n == name {
 			return Engine(e), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q (valid: %s)", ErrUnknownEngine, name, strings.Join(engineNames[:], ", "))
+	return 0, optionError(fmt.Sprintf("ringpoll: unknown engine %q (valid: %s)", name, strings.Join(engineNames[:], ", ")))
 }
 
 // String returns the engine's name as ParseEngine accepts it.

@@ -26,14 +26,11 @@ var (
 	// names the reason (see UringStatus).
 	ErrEngineUnavailable = errors.New("ringpoll: engine not available")
 
-	// ErrUnknownEngine is wrapped by ParseEngine's error for a name that is
-	// no engine's (and so by a bad RINGPOLL_ENGINE).
-	ErrUnknownEngine = errors.New("ringpoll: unknown engine")
-
 	// ErrInvalidOption is wrapped by the error of a call that takes
 	// options (Listen, Dial, NewServer, the packet and file calls) when
-	// an option is malformed; the error names the option and its valid
-	// range.
+	// an option is malformed, and by ParseEngine's for a name that is no
+	// engine's (and so by a bad RINGPOLL_ENGINE); the error names the
+	// option and its valid range.
 	ErrInvalidOption = errors.New("ringpoll: invalid option")
 
 	// ErrOptionNotApplicable is wrapped by the error of a call given an

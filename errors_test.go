@@ -93,7 +93,7 @@ func TestErrors(t *testing.T) {
 		{name: "ParseEngine", noConn: true, err: func(*testing.T, *Conn) error {
 			_, err := ParseEngine("kqueue")
 			return err
-		}, want: []error{ErrUnknownEngine}},
+		}, want: []error{ErrInvalidOption}},
 		{name: "NewServer(nil)", noConn: true, err: func(*testing.T, *Conn) error {
 			_, err := NewServer(nil)
 			return err
