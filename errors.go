@@ -10,9 +10,12 @@ import (
 // Every error a ringpoll call returns is one of these values, or one of
 // net.ErrClosed, os.ErrDeadlineExceeded and io.EOF as in package net, or
 // errors.ErrUnsupported (a RawConn's Read and Write, every call off
-// Linux), or wraps one of them (test with errors.Is). Errors of I/O on a connection
-// or listener come in a *net.OpError, as net's do; a syscall's errno is in
-// an *os.SyscallError inside it.
+// Linux), or wraps one of them (test with errors.Is). The exception, as in
+// package net, is a call given an argument no correct program passes (a
+// nil Handler, a negative count): its error matches no exported value and
+// its message names the call. Errors of I/O on a connection or listener
+// come in a *net.OpError, as net's do; a syscall's errno is in an
+// *os.SyscallError inside it.
 var (
 	// ErrServerClosed is returned by Serve after Shutdown, and by a
 	// Server's setup of a connection that arrives while it shuts down. It
@@ -39,23 +42,11 @@ var (
 	// call, and says where the option applies.
 	ErrOptionNotApplicable = errors.New("ringpoll: option not applicable")
 
-	// ErrNilHandler is returned by NewServer for a nil Handler.
-	ErrNilHandler = errors.New("ringpoll: NewServer: nil Handler")
-
 	// ErrListenerMismatch is wrapped by Serve's error for a listener it
 	// cannot serve: one not from Listen, or one on another engine than
 	// the Server's WithEngine, or made with other engine options
 	// (WithLoops, WithBufferRing...) than the Server was given.
 	ErrListenerMismatch = errors.New("ringpoll: the listener does not fit the Server")
-
-	// ErrNegativeCount is wrapped by the error of a Reader or Writer call
-	// given a negative length.
-	ErrNegativeCount = errors.New("ringpoll: negative count")
-
-	// ErrBeyondWritten is wrapped by the error of Writer.MallocAck and
-	// Writer.WriteDirect (and LinkBuffer's) given a count larger than
-	// MallocLen, the bytes written since the last Flush.
-	ErrBeyondWritten = errors.New("ringpoll: count beyond the bytes written since the last Flush")
 
 	// ErrBufferFull is returned (in a *net.OpError) by Reader.Until when
 	// the input high-water mark of bytes holds no delimiter: a peer cannot
@@ -84,6 +75,23 @@ var (
 	// writes, deadlines, Close. The connection is closed as if by Close,
 	// so the error matches net.ErrClosed too (errors.Is).
 	ErrIdleTimeout error = idleTimeoutError{}
+)
+
+// The errors of calls given arguments no correct program passes: not
+// exported, as net exports none for its own, since a caller fixes the call
+// rather than tests for them. Each message names the call.
+var (
+	// errNilHandler is returned by NewServer for a nil Handler.
+	errNilHandler = errors.New("ringpoll: NewServer: nil Handler")
+
+	// errNegativeCount is wrapped by the error of a Reader or Writer call
+	// (and SendFile) given a negative length or offset.
+	errNegativeCount = errors.New("ringpoll: negative count")
+
+	// errBeyondWritten is wrapped by the error of Writer.MallocAck and
+	// Writer.WriteDirect (and LinkBuffer's) given a count larger than
+	// MallocLen, the bytes written since the last Flush.
+	errBeyondWritten = errors.New("ringpoll: count beyond the bytes written since the last Flush")
 )
 
 type idleTimeoutError struct{}

@@ -14,8 +14,9 @@ import (
 
 // TestErrors: every error a caller can meet is an exported value, or one
 // of net's (net.ErrClosed, os.ErrDeadlineExceeded) or
-// errors.ErrUnsupported, or wraps one, and I/O errors on a connection come
-// in a *net.OpError, as net's do.
+// errors.ErrUnsupported, or wraps one (the errors of arguments no correct
+// program passes wrap an unexported value), and I/O errors on a connection
+// come in a *net.OpError, as net's do.
 func TestErrors(t *testing.T) {
 	type check struct {
 		name   string
@@ -25,19 +26,19 @@ func TestErrors(t *testing.T) {
 		noConn bool    // needs no connection: run once
 	}
 	checks := []check{
-		{name: "Next(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Next(-1); return err }, want: []error{ErrNegativeCount}},
-		{name: "Peek(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Peek(-1); return err }, want: []error{ErrNegativeCount}},
-		{name: "Skip(-1)", err: func(_ *testing.T, c *Conn) error { return c.Reader().Skip(-1) }, want: []error{ErrNegativeCount}},
-		{name: "Malloc(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Writer().Malloc(-1); return err }, want: []error{ErrNegativeCount}},
-		{name: "Slice(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Slice(-1); return err }, want: []error{ErrNegativeCount}},
-		{name: "MallocAck(-1)", err: func(_ *testing.T, c *Conn) error { return c.Writer().MallocAck(-1) }, want: []error{ErrNegativeCount}},
+		{name: "Next(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Next(-1); return err }, want: []error{errNegativeCount}},
+		{name: "Peek(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Peek(-1); return err }, want: []error{errNegativeCount}},
+		{name: "Skip(-1)", err: func(_ *testing.T, c *Conn) error { return c.Reader().Skip(-1) }, want: []error{errNegativeCount}},
+		{name: "Malloc(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Writer().Malloc(-1); return err }, want: []error{errNegativeCount}},
+		{name: "Slice(-1)", err: func(_ *testing.T, c *Conn) error { _, err := c.Reader().Slice(-1); return err }, want: []error{errNegativeCount}},
+		{name: "MallocAck(-1)", err: func(_ *testing.T, c *Conn) error { return c.Writer().MallocAck(-1) }, want: []error{errNegativeCount}},
 		{name: "MallocAck past MallocLen", err: func(_ *testing.T, c *Conn) error {
 			c.Writer().Malloc(3)
 			return c.Writer().MallocAck(4)
-		}, want: []error{ErrBeyondWritten}},
-		{name: "WriteDirect past MallocLen", err: func(_ *testing.T, c *Conn) error { return c.Writer().WriteDirect([]byte("x"), 1) }, want: []error{ErrBeyondWritten}},
-		{name: "LinkBuffer.MallocAck past MallocLen", noConn: true, err: func(*testing.T, *Conn) error { return NewLinkBuffer().MallocAck(1) }, want: []error{ErrBeyondWritten}},
-		{name: "LinkBuffer.WriteDirect(-1)", noConn: true, err: func(*testing.T, *Conn) error { return NewLinkBuffer().WriteDirect([]byte("x"), -1) }, want: []error{ErrNegativeCount}},
+		}, want: []error{errBeyondWritten}},
+		{name: "WriteDirect past MallocLen", err: func(_ *testing.T, c *Conn) error { return c.Writer().WriteDirect([]byte("x"), 1) }, want: []error{errBeyondWritten}},
+		{name: "LinkBuffer.MallocAck past MallocLen", noConn: true, err: func(*testing.T, *Conn) error { return NewLinkBuffer().MallocAck(1) }, want: []error{errBeyondWritten}},
+		{name: "LinkBuffer.WriteDirect(-1)", noConn: true, err: func(*testing.T, *Conn) error { return NewLinkBuffer().WriteDirect([]byte("x"), -1) }, want: []error{errNegativeCount}},
 		{name: "write after CloseWrite", err: func(t *testing.T, c *Conn) error {
 			if err := c.CloseWrite(); err != nil {
 				t.Fatal(err)
@@ -97,7 +98,7 @@ func TestErrors(t *testing.T) {
 		{name: "NewServer(nil)", noConn: true, err: func(*testing.T, *Conn) error {
 			_, err := NewServer(nil)
 			return err
-		}, want: []error{ErrNilHandler}},
+		}, want: []error{errNilHandler}},
 		{name: "Serve a net listener", noConn: true, err: func(t *testing.T, _ *Conn) error {
 			srv, err := NewServer(tsEchoHandler)
 			if err != nil {

@@ -113,7 +113,7 @@ func (r *Reader) settled() int {
 // Next returns the next n bytes and consumes them.
 func (r *Reader) Next(n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Reader.Next(%d): %w", n, ErrNegativeCount)
+		return nil, fmt.Errorf("ringpoll: Reader.Next(%d): %w", n, errNegativeCount)
 	}
 	if lb := r.own(); lb != nil {
 		if n > lb.Len() {
@@ -137,7 +137,7 @@ func (r *Reader) Next(n int) ([]byte, error) {
 // until the next Release or consuming call.
 func (r *Reader) Peek(n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Reader.Peek(%d): %w", n, ErrNegativeCount)
+		return nil, fmt.Errorf("ringpoll: Reader.Peek(%d): %w", n, errNegativeCount)
 	}
 	if lb := r.own(); lb != nil {
 		if n > lb.Len() {
@@ -159,7 +159,7 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 // Skip consumes the next n bytes.
 func (r *Reader) Skip(n int) error {
 	if n < 0 {
-		return fmt.Errorf("ringpoll: Reader.Skip(%d): %w", n, ErrNegativeCount)
+		return fmt.Errorf("ringpoll: Reader.Skip(%d): %w", n, errNegativeCount)
 	}
 	if lb := r.own(); lb != nil {
 		if n > lb.Len() {
@@ -210,7 +210,7 @@ func (r *Reader) Until(delim byte) ([]byte, error) {
 // collector finds it, its buffers retired for good rather than reused.
 func (r *Reader) Slice(n int) (*Reader, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: Reader.Slice(%d): %w", n, ErrNegativeCount)
+		return nil, fmt.Errorf("ringpoll: Reader.Slice(%d): %w", n, errNegativeCount)
 	}
 	slb := buf.New()
 	s := &Reader{c: &sliced, p: unsafe.Pointer(slb)}
@@ -456,7 +456,7 @@ func (w *Writer) Flush() error {
 // b may be nil when n <= 0. who names the type in errors.
 func malloc(b *buf.LinkBuffer, who string, n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ringpoll: %s.Malloc(%d): %w", who, n, ErrNegativeCount)
+		return nil, fmt.Errorf("ringpoll: %s.Malloc(%d): %w", who, n, errNegativeCount)
 	}
 	if n == 0 {
 		return []byte{}, nil
@@ -485,10 +485,10 @@ func writeByte(b *buf.LinkBuffer, c byte) {
 // checkWritten checks a count of bytes written since the last Flush.
 func checkWritten(op string, n, written int) error {
 	if n < 0 {
-		return fmt.Errorf("ringpoll: %s(%d): %w", op, n, ErrNegativeCount)
+		return fmt.Errorf("ringpoll: %s(%d): %w", op, n, errNegativeCount)
 	}
 	if n > written {
-		return fmt.Errorf("ringpoll: %s(%d) with %d bytes written since the last Flush: %w", op, n, written, ErrBeyondWritten)
+		return fmt.Errorf("ringpoll: %s(%d) with %d bytes written since the last Flush: %w", op, n, written, errBeyondWritten)
 	}
 	return nil
 }

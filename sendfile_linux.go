@@ -40,7 +40,7 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 	case f == nil:
 		return 0, c.opError("sendfile", errors.New("ringpoll: SendFile of a nil *File"))
 	case off < 0 || n < 0:
-		return 0, c.opError("sendfile", fmt.Errorf("ringpoll: SendFile(off %d, n %d): %w", off, n, ErrNegativeCount))
+		return 0, c.opError("sendfile", fmt.Errorf("ringpoll: SendFile(off %d, n %d): %w", off, n, errNegativeCount))
 	case c.fd.NoBlock:
 		return 0, c.opError("sendfile", ErrInline)
 	}

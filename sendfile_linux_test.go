@@ -265,11 +265,11 @@ func TestConnSendFileBadInput(t *testing.T) {
 		if _, err := c.SendFile(nil, 0, 1); err == nil {
 			t.Fatal("SendFile of a nil file succeeded")
 		}
-		if _, err := c.SendFile(f, -1, 1); !errors.Is(err, ErrNegativeCount) {
-			t.Fatalf("SendFile at -1: %v, want ErrNegativeCount", err)
+		if _, err := c.SendFile(f, -1, 1); !errors.Is(err, errNegativeCount) {
+			t.Fatalf("SendFile at -1: %v, want errNegativeCount", err)
 		}
-		if _, err := c.SendFile(f, 0, -1); !errors.Is(err, ErrNegativeCount) {
-			t.Fatalf("SendFile of -1 bytes: %v, want ErrNegativeCount", err)
+		if _, err := c.SendFile(f, 0, -1); !errors.Is(err, errNegativeCount) {
+			t.Fatalf("SendFile of -1 bytes: %v, want errNegativeCount", err)
 		}
 		g, _ := sfFile(t, e, 100)
 		g.Close()

@@ -66,7 +66,7 @@ type Server struct {
 // was made otherwise.
 func NewServer(h Handler, opts ...Option) (*Server, error) {
 	if h == nil {
-		return nil, ErrNilHandler
+		return nil, errNilHandler
 	}
 	cfg, err := configFor(inNewServer, opts)
 	if err != nil {

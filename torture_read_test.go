@@ -336,7 +336,7 @@ func (rs *ttReading) ringOp() bool {
 // remain readable).
 func (rs *ttReading) ringErr(op string, err error, closedBefore bool) bool {
 	x := rs.x
-	if errors.Is(err, ErrNegativeCount) {
+	if errors.Is(err, errNegativeCount) {
 		x.failf("%s: %v", op, err)
 		return true
 	}
