@@ -26,7 +26,7 @@ import (
 
 // The key-value scenario (-kv): cmd/ringkv serving 4 KiB records of a
 // data file opened with O_DIRECT, each request a disk read (or a write
-// acknowledged after a group-commit fdatasync), loaded by cmd/ringload
+// acknowledged after a group-commit fsync), loaded by cmd/ringload
 // -proto kv at each connection count with -kv-outstanding requests in
 // flight over all connections. The question it answers (issue 18): does
 // putting the file on the network's ring (ringpoll.File) beat an os.File
@@ -321,7 +321,7 @@ func writeKVReport(w io.Writer, cfg kvConfig, path string, runs []kvRun) {
 		for _, conns := range cfg.conns {
 			variant := "gets only"
 			if writes > 0 {
-				variant = fmt.Sprintf("%d%% puts (group-commit fdatasync)", writes)
+				variant = fmt.Sprintf("%d%% puts (group-commit fsync)", writes)
 			}
 			fmt.Fprintf(w, "### %s, %d connections\n\n", variant, conns)
 			tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)

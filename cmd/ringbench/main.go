@@ -226,7 +226,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kv := fs.Bool("kv", false, "run the key-value scenario instead: ringkv serving 4 KiB records with O_DIRECT, the file on the network's ring, as an os.File under ringpoll, and under std net")
 	kvServersFlag := fs.String("kv-servers", defaultKVServers, "with -kv: servers, comma-separated: ring, osfile, std, sendfile")
 	kvConns := fs.String("kv-conns", defaultKVConns, "with -kv: connection counts, comma-separated")
-	kvWrites := fs.String("kv-writes", defaultKVWrites, "with -kv: variants, as percentages of puts (each acknowledged after a group-commit fdatasync), comma-separated")
+	kvWrites := fs.String("kv-writes", defaultKVWrites, "with -kv: variants, as percentages of puts (each acknowledged after a group-commit fsync), comma-separated")
 	kvOutstanding := fs.Int("kv-outstanding", 64, "with -kv: requests in flight over all connections")
 	kvFileSize := fs.String("kv-file-size", "2GiB", "with -kv: the data file's size (made once, reused by later runs)")
 	kvDir := fs.String("kv-dir", os.TempDir(), "with -kv: where the data file lives")

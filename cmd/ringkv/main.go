@@ -3,9 +3,9 @@
 // Command ringkv is the server of ringbench's key-value scenario (-kv,
 // internal/kvproto): length-prefixed requests over TCP, each a get or a
 // put of one 4 KiB record of a data file opened with O_DIRECT, so every
-// request reaches the disk. Puts are acknowledged once an fdatasync
-// covered them; one sync covers every put that arrived while the one
-// before ran (group commit).
+// request reaches the disk. Puts are acknowledged once an fsync covered
+// them; one sync covers every put that arrived while the one before ran
+// (group commit).
 //
 //	ringkv -addr 127.0.0.1:7100 -file /tmp/kv.dat -impl ring
 //
@@ -16,7 +16,7 @@
 //     requests on the loops' rings, and a handler waiting for the disk
 //     holds no OS thread;
 //   - osfile: network on ringpoll, the file an os.File (pread, pwrite and
-//     fdatasync on the handler's goroutine, a thread each while they wait);
+//     fsync on the handler's goroutine, a thread each while they wait);
 //   - std: std net, a goroutine per connection, and an os.File;
 //   - sendfile: as ring, but a get's record goes from the file to the
 //     socket with Conn.SendFile (sendfile(2)).
@@ -56,27 +56,13 @@ func main() {
 	}
 }
 
-// store is the data file as a server reads and writes it.
+// store is the data file as a server reads and writes it: a
+// *ringpoll.File or an *os.File.
 type store interface {
 	ReadAt(p []byte, off int64) (int, error)
 	WriteAt(p []byte, off int64) (int, error)
-	Datasync() error
+	Sync() error
 	Close() error
-}
-
-type ringStore struct{ *ringpoll.File }
-
-func (s ringStore) Datasync() error { return s.SyncContext(context.Background(), true) }
-
-type osStore struct{ *os.File }
-
-func (s osStore) Datasync() error {
-	for {
-		err := unix.Fdatasync(int(s.Fd()))
-		if err != unix.EINTR {
-			return os.NewSyscallError("fdatasync", err)
-		}
-	}
 }
 
 // server is one ringkv process.
@@ -122,13 +108,13 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 		if err != nil {
 			return err
 		}
-		s.st, s.file = ringStore{f}, f
+		s.st, s.file = f, f
 	case "osfile", "std":
 		f, err := os.OpenFile(*file, flag, 0)
 		if err != nil {
 			return err
 		}
-		s.st = osStore{f}
+		s.st = f
 	default:
 		return fmt.Errorf("-impl %q: want ring, osfile, std or sendfile", *impl)
 	}
@@ -141,7 +127,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if s.records == 0 {
 		return fmt.Errorf("-file %s holds no record", *file)
 	}
-	s.commit = newCommitter(s.st.Datasync)
+	s.commit = newCommitter(s.st.Sync)
 	defer s.commit.stop()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -7,7 +7,7 @@
 // byte and the record number (8 bytes, little-endian), and for a put the
 // record's bytes. A get is answered with the record's RecordSize bytes, a
 // put with the single byte PutOK once the record is on stable storage
-// (after an fdatasync that may cover other puts too); any other reply is
+// (after an fsync that may cover other puts too); any other reply is
 // an error message.
 //
 // Record i of the data file holds Record(i): its number, then bytes made
