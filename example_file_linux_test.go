@@ -1,19 +1,17 @@
 package ringpoll_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/ringpoll/ringpoll"
 )
 
 // Reading and writing a file through the event loops: on the io_uring
 // engines each call is a request on a loop's ring, and the goroutine
-// waits without holding an OS thread; a context bounds it.
+// waits without holding an OS thread.
 func ExampleOpenFile() {
 	dir, err := os.MkdirTemp("", "ringpoll-example")
 	if err != nil {
@@ -28,13 +26,11 @@ func ExampleOpenFile() {
 	if _, err := f.WriteAt([]byte("record 1|record 2|"), 0); err != nil {
 		log.Fatal(err)
 	}
-	if err := f.SyncContext(context.Background(), true); err != nil { // fdatasync
+	if err := f.Sync(); err != nil {
 		log.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	rec := make([]byte, 8)
-	if _, err := f.ReadAtContext(ctx, rec, 9); err != nil {
+	if _, err := f.ReadAt(rec, 9); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(string(rec))

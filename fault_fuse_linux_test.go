@@ -306,8 +306,8 @@ func (s *fuseServer) reply(unique uint64, errno int32, body []byte) {
 
 // TestFileReadEIO: a read the file system fails returns EIO in an
 // *os.PathError, on every engine and by every way of reading: ReadAt
-// (the page-cache try, then the ring), ReadAtContext, and Read (through
-// the ring on the io_uring engines).
+// (the page-cache try, then the ring) and Read (through the ring on the
+// io_uring engines).
 func TestFileReadEIO(t *testing.T) {
 	dir := mountFaulty(t, false).dir
 	forEachEngine(t, func(t *testing.T, e Engine) {
@@ -318,7 +318,6 @@ func TestFileReadEIO(t *testing.T) {
 			read func(p []byte) (int, error)
 		}{
 			{"ReadAt", func(p []byte) (int, error) { return f.ReadAt(p, 8192) }},
-			{"ReadAtContext", func(p []byte) (int, error) { return f.ReadAtContext(t.Context(), p, 0) }},
 			{"Read", f.Read},
 		}
 		before := fileSQEs(f)
@@ -378,7 +377,7 @@ func TestFileReadSleepingFS(t *testing.T) {
 		uringp.RefreshProcs() // no loop may nap on the one P
 		done := make(chan error, 1)
 		go func() {
-			_, err := f.ReadAtContext(t.Context(), make([]byte, 4096), 0)
+			_, err := f.ReadAt(make([]byte, 4096), 0)
 			done <- err
 		}()
 		m.waitHeld(t)

@@ -2,14 +2,12 @@ package ringpoll
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,78 +119,6 @@ func TestFileShortWrite(t *testing.T) {
 		got := make([]byte, len(p))
 		if m, err := f.ReadAt(got, 0); m != limit || err != io.EOF || !bytes.Equal(got[:m], p[:limit]) {
 			t.Fatalf("read back = %d, %v; want the %d bytes before the limit and io.EOF", m, err, limit)
-		}
-	})
-}
-
-// TestFileCancelKeepsBuffer: a read cancelled by its context returns only
-// once the kernel is done with its buffer. The caller then fills the
-// buffer with its own bytes and writes to the pipe the read waited on;
-// those bytes must reach the next read, in its own buffer, and the
-// cancelled read's buffer must keep the caller's bytes: a read still in
-// the ring would take the pipe's bytes into it. On epoll a read that
-// started cannot be cancelled: it returns the bytes once they come.
-func TestFileCancelKeepsBuffer(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e Engine) {
-		f, name := fifo(t, e)
-		w, err := os.OpenFile(name, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		for round := range 20 {
-			buf := make([]byte, 64)
-			ctx, cancel := context.WithCancel(context.Background())
-			type result struct {
-				n   int
-				err error
-			}
-			res := make(chan result, 1)
-			before := fileSQEs(f)
-			go func() {
-				n, err := f.ReadContext(ctx, buf)
-				res <- result{n, err}
-			}()
-			if e != EngineEpoll {
-				waitSubmitted(f, before)
-			}
-			cancel()
-			if e == EngineEpoll {
-				// Started or not, the read takes these bytes.
-				w.Write([]byte("for the read"))
-				r := tsRecv(t, res, "the read")
-				if r.err != nil && !errors.Is(r.err, context.Canceled) {
-					t.Fatalf("round %d: %v", round, r.err)
-				}
-				if r.err == nil && string(buf[:r.n]) != "for the read" {
-					t.Fatalf("round %d: read %q", round, buf[:r.n])
-				}
-				if r.err != nil {
-					io.ReadFull(f, make([]byte, 12)) // it had not started
-				}
-				continue
-			}
-			r := tsRecv(t, res, "the cancelled read")
-			if !errors.Is(r.err, context.Canceled) || r.n != 0 {
-				t.Fatalf("round %d: cancelled read = %d, %v; want 0, context.Canceled", round, r.n, r.err)
-			}
-			mine := bytes.Repeat([]byte{0xee}, len(buf))
-			copy(buf, mine)
-			msg := []byte("after the cancel")
-			if _, err := w.Write(msg); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, 64)
-			// Bounded: if the cancelled read took the bytes, none come.
-			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			n, err := f.ReadContext(rctx, got)
-			rcancel()
-			if err != nil || string(got[:n]) != string(msg) {
-				t.Fatalf("round %d: the next read got %q, %v; want %q", round, got[:n], err, msg)
-			}
-			if !bytes.Equal(buf, mine) {
-				t.Fatalf("round %d: the cancelled read's buffer changed after it returned: %q", round, buf)
-			}
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package ringpoll
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -19,9 +18,9 @@ import (
 // engine's event loop: on the io_uring engines each is a request on a
 // loop's ring, and the calling goroutine sleeps on a channel until its
 // completion, holding no OS thread (an os.File read holds one for its
-// whole length); a context's end or Close cancels it in the ring
-// (ASYNC_CANCEL). On epoll each is the ordinary system call, as on an
-// os.File, and cannot be cancelled once it started.
+// whole length); Close cancels it in the ring (ASYNC_CANCEL). On epoll
+// each is the ordinary system call, as on an os.File, and cannot be
+// cancelled once it started.
 //
 // A File is safe for concurrent use. Reads at the file's position take
 // turns, as an os.File's do, so that each byte goes to one of them;
@@ -49,7 +48,7 @@ type File struct {
 	// when it completes (io_uring/rw.c, io_kiocb_update_pos), so two in
 	// flight at once can read the same bytes (TestFileReadConcurrent).
 	// A one-slot channel, not a mutex, so that a Read waiting for it
-	// gives up when its context ends or Close is called.
+	// gives up when Close is called.
 	pos chan struct{}
 
 	mu      sync.RWMutex // requests hold it shared; Close exclusively
@@ -146,16 +145,10 @@ func (f *File) Name() string { return f.name }
 // asks: it neither uses nor moves the file's position, and waits for no
 // Read.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	return f.ReadAtContext(context.Background(), p, off)
-}
-
-// ReadAtContext is ReadAt, cancelled in the ring (on the io_uring
-// engines) when ctx ends: it then returns what was read and ctx's error.
-func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &os.PathError{Op: "readat", Path: f.name, Err: errors.New("negative offset")}
 	}
-	n, err := f.transfer(ctx, uringp.FileRead, p, off)
+	n, err := f.transfer(uringp.FileRead, p, off)
 	if err == io.ErrUnexpectedEOF {
 		err = io.EOF
 	}
@@ -164,13 +157,13 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 
 // transfer runs requests of op until p is done, as ReadAt and WriteAt
 // want; a request that moves nothing ends it with io.ErrUnexpectedEOF.
-func (f *File) transfer(ctx context.Context, op uint8, p []byte, off int64) (int, error) {
+func (f *File) transfer(op uint8, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, f.checkOpen(opNames[op])
 	}
 	n := 0
 	for n < len(p) {
-		m, err := f.do(ctx, op, p[n:], off+int64(n))
+		m, err := f.do(op, p[n:], off+int64(n))
 		n += m
 		if err != nil {
 			return n, f.pathError(opNames[op], err)
@@ -190,21 +183,18 @@ var opNames = [...]string{uringp.FileRead: "read", uringp.FileWrite: "write"}
 // os.File's, the Reads of one File take turns, each waiting for the one
 // before it to end, so that each byte goes to exactly one of them.
 // ReadAt, WriteAt and Sync do not wait for them, nor they for those.
-func (f *File) Read(p []byte) (int, error) { return f.ReadContext(context.Background(), p) }
-
-// ReadContext is Read, cancelled in the ring when ctx ends; a
-// ReadContext still waiting for its turn returns ctx's error when ctx
-// ends, and os.ErrClosed when the File is closed.
-func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
+// A Read still waiting for its turn returns os.ErrClosed when the File is
+// closed.
+func (f *File) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, f.checkOpen("read")
 	}
-	if err := f.lockPos(ctx); err != nil {
+	if err := f.lockPos(); err != nil {
 		return 0, f.pathError("read", err)
 	}
 	defer f.unlockPos()
 	poll.Hook(poll.HookFileReadIssue, nil)
-	n, err := f.do(ctx, uringp.FileRead, p, -1)
+	n, err := f.do(uringp.FileRead, p, -1)
 	if err != nil {
 		return n, f.pathError("read", err)
 	}
@@ -215,8 +205,8 @@ func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
 }
 
 // lockPos takes the file's position, waiting while another Read holds
-// it, until ctx ends (its error) or Close is called (os.ErrClosed).
-func (f *File) lockPos(ctx context.Context) error {
+// it, until Close is called (os.ErrClosed).
+func (f *File) lockPos() error {
 	select {
 	case f.pos <- struct{}{}:
 		return nil
@@ -226,8 +216,6 @@ func (f *File) lockPos(ctx context.Context) error {
 	select {
 	case f.pos <- struct{}{}:
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	case <-f.closing:
 		return os.ErrClosed
 	}
@@ -242,15 +230,10 @@ func (f *File) unlockPos() { <-f.pos }
 // writes that overlap one another or a ReadAt land in no set order, as
 // pwrite(2)s do.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
-	return f.WriteAtContext(context.Background(), p, off)
-}
-
-// WriteAtContext is WriteAt, cancelled in the ring when ctx ends.
-func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: errors.New("negative offset")}
 	}
-	n, err := f.transfer(ctx, uringp.FileWrite, p, off)
+	n, err := f.transfer(uringp.FileWrite, p, off)
 	if err == io.ErrUnexpectedEOF {
 		err = f.pathError("write", io.ErrShortWrite)
 	}
@@ -259,17 +242,8 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 
 // Sync commits the file's data and metadata to storage (fsync(2)). It
 // is safe for concurrent use and waits for no Read.
-func (f *File) Sync() error { return f.SyncContext(context.Background(), false) }
-
-// SyncContext is Sync, or with dataOnly fdatasync(2), which skips
-// metadata a later read does not need; cancelled in the ring when ctx
-// ends.
-func (f *File) SyncContext(ctx context.Context, dataOnly bool) error {
-	op := uringp.FileSync
-	if dataOnly {
-		op = uringp.FileDatasync
-	}
-	if _, err := f.do(ctx, op, nil, 0); err != nil {
+func (f *File) Sync() error {
+	if _, err := f.do(uringp.FileSync, nil, 0); err != nil {
 		return f.pathError("sync", err)
 	}
 	return nil
@@ -296,14 +270,11 @@ func (f *File) Close() error {
 }
 
 // do runs one request and returns its byte count.
-func (f *File) do(ctx context.Context, op uint8, p []byte, off int64) (int, error) {
+func (f *File) do(op uint8, p []byte, off int64) (int, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.closed.Load() {
 		return 0, os.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
 	}
 	if !f.ring {
 		return f.syscall(op, p, off)
@@ -325,19 +296,14 @@ func (f *File) do(ctx context.Context, op uint8, p []byte, off int64) (int, erro
 	}
 	for {
 		req := uringp.FileOp{Op: op, Fd: f.fd, Buf: p, Off: off, MayBlock: f.mayBlock}
-		res := f.fl.Run(ctx, f.closing, &req)
+		res := f.fl.Run(f.closing, &req)
 		switch {
 		case res >= 0:
 			return int(res), nil
 		case res == -int32(unix.EINTR):
 			continue
-		case res == -int32(unix.ECANCELED):
-			if f.closed.Load() {
-				return 0, os.ErrClosed
-			}
-			if err := ctx.Err(); err != nil {
-				return 0, err
-			}
+		case res == -int32(unix.ECANCELED) && f.closed.Load():
+			return 0, os.ErrClosed
 		}
 		return 0, syscall.Errno(-res)
 	}
@@ -355,10 +321,8 @@ func (f *File) syscall(op uint8, p []byte, off int64) (int, error) {
 			n, err = unix.Pread(f.fd, p, off)
 		case op == uringp.FileWrite:
 			n, err = unix.Pwrite(f.fd, p, off)
-		case op == uringp.FileSync:
-			err = unix.Fsync(f.fd)
 		default:
-			err = unix.Fdatasync(f.fd)
+			err = unix.Fsync(f.fd)
 		}
 		if err == unix.EINTR {
 			continue

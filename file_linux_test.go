@@ -2,7 +2,6 @@ package ringpoll
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -47,9 +46,6 @@ func TestFileReadWrite(t *testing.T) {
 		}
 		if err := f.Sync(); err != nil {
 			t.Fatalf("Sync: %v", err)
-		}
-		if err := f.SyncContext(context.Background(), true); err != nil {
-			t.Fatalf("SyncContext(data only): %v", err)
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
@@ -159,40 +155,6 @@ func waitSubmitted(f *File, before uint64) {
 	for fileSQEs(f) == before {
 		runtime.Gosched()
 	}
-}
-
-// TestFileCancel: a read that waits is cancelled in the ring when its
-// context ends, and loses nothing: the bytes written after are read by
-// the next read. (On epoll a read that started cannot be cancelled.)
-func TestFileCancel(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e Engine) {
-		if e == EngineEpoll {
-			t.Skip("epoll runs file requests as system calls, which a context cannot end")
-		}
-		f, name := fifo(t, e)
-		ctx, cancel := context.WithCancel(context.Background())
-		res := make(chan error, 1)
-		before := fileSQEs(f)
-		go func() {
-			_, err := f.ReadContext(ctx, make([]byte, 16))
-			res <- err
-		}()
-		waitSubmitted(f, before)
-		cancel()
-		if err := tsRecv(t, res, "the cancelled read"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled read: %v, want context.Canceled", err)
-		}
-		w, err := os.OpenFile(name, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		w.Write([]byte("after"))
-		buf := make([]byte, 16)
-		if n, err := f.Read(buf); err != nil || string(buf[:n]) != "after" {
-			t.Fatalf("read after the cancel: %q, %v", buf[:n], err)
-		}
-	})
 }
 
 // TestFileCloseInFlight: Close ends a read that waits, with os.ErrClosed,

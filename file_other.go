@@ -3,7 +3,6 @@
 package ringpoll
 
 import (
-	"context"
 	"errors"
 	"os"
 )
@@ -29,32 +28,14 @@ func (f *File) Name() string { return "" }
 // ReadAt fails off Linux.
 func (f *File) ReadAt(p []byte, off int64) (int, error) { return 0, errors.ErrUnsupported }
 
-// ReadAtContext fails off Linux.
-func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	return 0, errors.ErrUnsupported
-}
-
 // Read fails off Linux.
 func (f *File) Read(p []byte) (int, error) { return 0, errors.ErrUnsupported }
-
-// ReadContext fails off Linux.
-func (f *File) ReadContext(ctx context.Context, p []byte) (int, error) {
-	return 0, errors.ErrUnsupported
-}
 
 // WriteAt fails off Linux.
 func (f *File) WriteAt(p []byte, off int64) (int, error) { return 0, errors.ErrUnsupported }
 
-// WriteAtContext fails off Linux.
-func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	return 0, errors.ErrUnsupported
-}
-
 // Sync fails off Linux.
 func (f *File) Sync() error { return errors.ErrUnsupported }
-
-// SyncContext fails off Linux.
-func (f *File) SyncContext(ctx context.Context, dataOnly bool) error { return errors.ErrUnsupported }
 
 // Close fails off Linux.
 func (f *File) Close() error { return errors.ErrUnsupported }

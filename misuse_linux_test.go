@@ -534,28 +534,19 @@ func muFile(t *testing.T, e Engine) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	buf := make([]byte, 8)
 	calls := []muCall[*File]{
 		{method: "Close", want: muClosed, call: func(f *File) error { return f.Close() }},
 		{method: "Name", want: muValue, call: func(f *File) error { return muIs(f.Name() != "", "Name is empty") }},
 		{method: "Read", args: "buf", want: muClosed, call: func(f *File) error { _, err := f.Read(buf); return err }},
 		{method: "Read", args: "nil", want: muClosed, call: func(f *File) error { _, err := f.Read(nil); return err }},
-		{method: "ReadContext", args: "ctx, buf", want: muClosed, call: func(f *File) error { _, err := f.ReadContext(ctx, buf); return err }},
-		{method: "ReadContext", args: "ctx, nil", want: muClosed, call: func(f *File) error { _, err := f.ReadContext(ctx, nil); return err }},
 		{method: "ReadAt", args: "buf, 0", want: muClosed, call: func(f *File) error { _, err := f.ReadAt(buf, 0); return err }},
 		{method: "ReadAt", args: "nil, 0", want: muClosed, call: func(f *File) error { _, err := f.ReadAt(nil, 0); return err }},
 		{method: "ReadAt", args: "buf, -1", want: muError, call: func(f *File) error { _, err := f.ReadAt(buf, -1); return err }},
-		{method: "ReadAtContext", args: "ctx, buf, 0", want: muClosed, call: func(f *File) error { _, err := f.ReadAtContext(ctx, buf, 0); return err }},
-		{method: "ReadAtContext", args: "ctx, nil, 0", want: muClosed, call: func(f *File) error { _, err := f.ReadAtContext(ctx, nil, 0); return err }},
 		{method: "WriteAt", args: "buf, 0", want: muClosed, call: func(f *File) error { _, err := f.WriteAt(buf, 0); return err }},
 		{method: "WriteAt", args: "nil, 0", want: muClosed, call: func(f *File) error { _, err := f.WriteAt(nil, 0); return err }},
 		{method: "WriteAt", args: "buf, -1", want: muError, call: func(f *File) error { _, err := f.WriteAt(buf, -1); return err }},
-		{method: "WriteAtContext", args: "ctx, buf, 0", want: muClosed, call: func(f *File) error { _, err := f.WriteAtContext(ctx, buf, 0); return err }},
-		{method: "WriteAtContext", args: "ctx, nil, 0", want: muClosed, call: func(f *File) error { _, err := f.WriteAtContext(ctx, nil, 0); return err }},
 		{method: "Sync", want: muClosed, call: func(f *File) error { return f.Sync() }},
-		{method: "SyncContext", args: "ctx, false", want: muClosed, call: func(f *File) error { return f.SyncContext(ctx, false) }},
-		{method: "SyncContext", args: "ctx, true", want: muClosed, call: func(f *File) error { return f.SyncContext(ctx, true) }},
 	}
 	muRun(t, os.ErrClosed, func() *File { return f }, calls)
 }

@@ -2,18 +2,13 @@
 
 package uringp
 
-import (
-	"context"
-
-	"github.com/ringpoll/ringpoll/internal/uring"
-)
+import "github.com/ringpoll/ringpoll/internal/uring"
 
 // File operations.
 const (
 	FileRead uint8 = iota
 	FileWrite
 	FileSync
-	FileDatasync
 )
 
 // FileOp is one read, write or sync of a file that a goroutine hands to a
@@ -41,17 +36,16 @@ type FileLoop struct{ l *loop }
 // FileLoop returns the next loop, for a file's requests.
 func (e *Engine) FileLoop() FileLoop { return FileLoop{e.pick()} }
 
-// Run submits op and waits for its completion. If ctx ends or stop is
-// closed first, it cancels the request in the ring (ASYNC_CANCEL) and
-// still waits for its final completion, whose result may be -ECANCELED
-// or the request's own if it finished first. It returns op.Res.
-func (f FileLoop) Run(ctx context.Context, stop <-chan struct{}, op *FileOp) int32 {
+// Run submits op and waits for its completion. If stop is closed first,
+// it cancels the request in the ring (ASYNC_CANCEL) and still waits for
+// its final completion, whose result may be -ECANCELED or the request's
+// own if it finished first. It returns op.Res.
+func (f FileLoop) Run(stop <-chan struct{}, op *FileOp) int32 {
 	op.done = make(chan struct{}, 1)
 	f.l.post(task{kind: taskFile, f: op})
 	select {
 	case <-op.done:
 		return op.Res
-	case <-ctx.Done():
 	case <-stop:
 	}
 	f.l.post(task{kind: taskFileCancel, f: op})
@@ -89,8 +83,6 @@ func (l *loop) submitFile(op *FileOp) {
 		sqe.PrepWriteAt(op.Fd, op.Buf, op.Off)
 	case FileSync:
 		sqe.PrepFsync(op.Fd, 0)
-	case FileDatasync:
-		sqe.PrepFsync(op.Fd, uring.FsyncDatasync)
 	}
 	sqe.UserData = userData(kindFile, op.gen, op.slot)
 }
