@@ -125,9 +125,6 @@ func (l *Listener) Close() error {
 // Addr returns the listener's address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-// Engine returns the engine serving the listener's connections.
-func (l *Listener) Engine() Engine { return l.eng.key.engine }
-
 // accept takes the next connection. A Server's connections come with its
 // configuration, cfg; others (cfg nil) with the listener's.
 func (l *Listener) accept(srv *Server, cfg *config) (*Conn, error) {

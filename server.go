@@ -100,8 +100,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	if s.cfg.engineSet {
 		want, _ := s.cfg.engine.resolve(s.cfg.logger)
-		if want != l.Engine() {
-			return fmt.Errorf("%w: the Server wants engine %s but the listener runs %s", ErrListenerMismatch, want, l.Engine())
+		if got := l.eng.key.engine; want != got {
+			return fmt.Errorf("%w: the Server wants engine %s but the listener runs %s", ErrListenerMismatch, want, got)
 		}
 	}
 	if name := engineMismatch(s.cfg, l.cfg); name != "" {

@@ -402,8 +402,8 @@ func TestOptionsEnvEngine(t *testing.T) {
 	}
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		ln := listen(t, e, "tcp")
-		if ln.Engine() != e {
-			t.Errorf("Listener.Engine() = %v, want %v", ln.Engine(), e)
+		if got := ln.Stats().Engine; got != e {
+			t.Errorf("Listener.Stats().Engine = %v, want %v", got, e)
 		}
 	})
 }

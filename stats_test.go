@@ -35,8 +35,8 @@ func TestStats(t *testing.T) {
 		tsReadEOF(t, victim, true)
 
 		ls, ss := ln.Stats(), s.srv.Stats()
-		if ls.Engine != ln.Engine() || ss.Engine != ln.Engine() || ls.Loops != 2 || ss.Loops != 2 {
-			t.Errorf("listener %v, server %v: want engine %v, 2 loops", ls, ss, ln.Engine())
+		if ls.Engine != e || ss.Engine != e || ls.Loops != 2 || ss.Loops != 2 {
+			t.Errorf("listener %v, server %v: want engine %v, 2 loops", ls, ss, e)
 		}
 		if want := uint64(lines * len(line)); ls.BytesIn < want || ss.BytesIn < ls.BytesIn {
 			t.Errorf("BytesIn: listener %d, server %d; want at least %d", ls.BytesIn, ss.BytesIn, want)

@@ -608,8 +608,8 @@ func TestUringForcedUnavailableChild(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	for i := range 2 {
 		ln := listen(t, EngineAuto, "tcp", WithLogger(logger))
-		if ln.Engine() != EngineEpoll {
-			t.Fatalf("Listen #%d with EngineAuto runs %v, want epoll", i, ln.Engine())
+		if got := ln.Stats().Engine; got != EngineEpoll {
+			t.Fatalf("Listen #%d with EngineAuto runs %v, want epoll", i, got)
 		}
 		tsServeEcho(t, ln, tsStyles[i%len(tsStyles)])
 		c := tsDialStd(t, "tcp", ln.Addr().String())

@@ -121,7 +121,7 @@ func (t *Transporter) ListenAndServe(onData network.OnData) error {
 	t.ln, t.srv = ln, srv
 	t.mu.Unlock()
 
-	hlog.SystemLogger().Infof("HTTP server listening on address=%s (ringpoll, engine %s)", ln.Addr(), ln.Engine())
+	hlog.SystemLogger().Infof("HTTP server listening on address=%s (ringpoll, engine %s)", ln.Addr(), ln.Stats().Engine)
 	if t.onListen != nil {
 		t.onListen(ln.Addr())
 	}

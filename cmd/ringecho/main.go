@@ -121,8 +121,9 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", ln.Engine().String(), "api", *api, "proto", *proto, "gomaxprocs", runtime.GOMAXPROCS(0))
-	if engine == ringpoll.EngineAuto && ln.Engine() == ringpoll.EngineEpoll {
+	running := ln.Stats().Engine
+	log.Info("ringecho listening", "addr", ln.Addr().String(), "engine", running.String(), "api", *api, "proto", *proto, "gomaxprocs", runtime.GOMAXPROCS(0))
+	if engine == ringpoll.EngineAuto && running == ringpoll.EngineEpoll {
 		log.Info("ringecho: io_uring unavailable", "reason", ringpoll.UringStatus())
 	}
 	// The loops' counters, when the server exits.

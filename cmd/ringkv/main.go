@@ -156,7 +156,7 @@ func run(args []string, ready func(net.Addr), logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ringkv listening", "addr", ln.Addr().String(), "impl", *impl, "engine", ln.Engine().String(), "records", s.records, "direct", *direct)
+	log.Info("ringkv listening", "addr", ln.Addr().String(), "impl", *impl, "engine", ln.Stats().Engine.String(), "records", s.records, "direct", *direct)
 	h := s.handle
 	if *impl == "sendfile" {
 		h = s.handleSendFile

@@ -193,6 +193,7 @@ func checkStats(ln *ringpoll.Listener, limit time.Duration) StatsCheck {
 	for {
 		stats := loopstats.Of(ln)
 		c := StatsCheck{Loops: len(stats), Waited: roundDur(time.Since(start))}
+		running := ln.Stats().Engine.String()
 		for _, s := range stats {
 			c.BuffersOut += s.BuffersOut
 			c.Accepts += s.Accepts
@@ -204,8 +205,8 @@ func checkStats(ln *ringpoll.Listener, limit time.Duration) StatsCheck {
 			c.Enters += s.Enters()
 			c.EpollWaits += s.EpollWaits
 			c.Wakeups += s.Wakeups
-			if s.Engine != ln.Engine().String() && c.Problem == "" {
-				c.Problem = fmt.Sprintf("loop %d reports engine %s, the listener runs %s", s.Loop, s.Engine, ln.Engine())
+			if s.Engine != running && c.Problem == "" {
+				c.Problem = fmt.Sprintf("loop %d reports engine %s, the listener runs %s", s.Loop, s.Engine, running)
 			}
 		}
 		switch {

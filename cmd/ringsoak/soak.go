@@ -99,7 +99,7 @@ func runOne(ctx context.Context, cfg *config, s runSpec, slice time.Duration, pr
 		r.Failures = append(r.Failures, "starting the server: "+err.Error())
 		return r
 	}
-	r.Ran = srv.ln.Engine().String()
+	r.Ran = srv.ln.Stats().Engine.String()
 	idle := openFDs() // the listening server's descriptors, before any client
 
 	tctx, cancel := context.WithTimeout(ctx, slice)

@@ -197,9 +197,9 @@ func startRingpoll(spec serverSpec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ln.Engine() != engine {
+	if got := ln.Stats().Engine; got != engine {
 		ln.Close()
-		return "", fmt.Errorf("asked for engine %s, got %s", engine, ln.Engine())
+		return "", fmt.Errorf("asked for engine %s, got %s", engine, got)
 	}
 	if spec.kind == kindConn {
 		go acceptLoop(func() (net.Conn, error) { return ln.AcceptConn() }, spec.bufSize)
