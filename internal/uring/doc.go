@@ -4,7 +4,11 @@
 // (*SQE).PrepRecvMultishot is io_uring_prep_recv_multishot, and so on.
 //
 // The package only maps the kernel interface; policy (which flags, which
-// ops, who owns a ring) belongs to the engines in internal/poll/uringp.
+// ops, who owns a ring, how an enter meets the Go scheduler, when a loop
+// sleeps) belongs to the engines in internal/poll/uringp. Of the two ways
+// into the kernel, Ring.Enter is a blocking system call as the scheduler
+// sees it and Ring.EnterRaw is not; which one a call takes is the
+// caller's choice.
 //
 // # Threads
 //

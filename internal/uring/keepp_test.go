@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestKeepPWaitLetsTheWorldStop checks what SetKeepP relies on: a thread
+// TestKeepPWaitLetsTheWorldStop checks what EnterRaw promises: a thread
 // asleep in io_uring_enter that kept its P (RawSyscall6, invisible to the
 // scheduler) still lets a garbage collection stop the world, because the
 // runtime's preemption signal ends the wait with EINTR rather than
@@ -36,7 +36,6 @@ func TestKeepPWaitLetsTheWorldStop(t *testing.T) {
 	if r.Params.Features&FeatExtArg == 0 {
 		t.Skip("kernel lacks EXT_ARG (5.11): no timed wait")
 	}
-	r.SetKeepP(true)
 
 	const timeout = 30 * time.Second
 	var waits, eintr, etime atomic.Int32
@@ -46,7 +45,8 @@ func TestKeepPWaitLetsTheWorldStop(t *testing.T) {
 		defer runtime.UnlockOSThread()
 		for r.CQReady() == 0 {
 			waits.Add(1)
-			_, err := r.EnterTimeout(0, 1, EnterGetEvents, timeout)
+			arg, size := r.TimeoutArg(timeout)
+			_, err := r.EnterRaw(0, 1, EnterGetEvents|EnterExtArg, arg, size)
 			switch {
 			case errors.Is(err, syscall.EINTR):
 				eintr.Add(1)

@@ -35,8 +35,6 @@ type Ring struct {
 	cqes                               []CQE
 
 	sqMask, cqMask uint32
-	keepP          bool   // SetKeepP
-	mayBlock       bool   // SetMayBlock
 	sqeTail        uint32 // next SQE to hand out; published by Flush
 	sqPublished    uint32 // sqeTail at the last Flush
 
@@ -205,59 +203,38 @@ func (r *Ring) SQFlags() uint32 {
 }
 
 // Enter calls io_uring_enter on the ring (through the registered index if
-// RegisterRingFD succeeded). It returns the number of entries submitted.
-//
-// An enter that cannot sleep (minComplete 0, no EnterSQWait) bypasses the
-// Go scheduler: submission and task work are bounded work, and telling the
-// scheduler costs more than they do (sysmon hands off the P of a thread
-// that stays 20µs in a syscall, and a loopback send runs the receiver's
-// network stack inline). An enter that may sleep tells the scheduler, so
-// the P goes to other goroutines, unless SetKeepP(true). While
-// SetMayBlock(true), every enter tells the scheduler.
+// RegisterRingFD succeeded), as a blocking system call: the Go scheduler
+// is told, so if the call sleeps, the thread's P goes to other goroutines.
+// It returns the number of entries submitted.
 func (r *Ring) Enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
-	if !r.mayBlock && (r.keepP || (minComplete == 0 && flags&EnterSQWait == 0)) {
-		return enterRaw(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
-	}
 	return enter(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
 }
 
-// SetKeepP makes the enters that may sleep keep the calling goroutine's P
-// (on) or give it up (off, the default) while they sleep. Keeping it saves
-// the hand-off sysmon does for a thread asleep in a syscall (a wake-up of
-// another thread, and its going back to sleep); the price is a P no other
-// goroutine can use meanwhile. Only a caller that knows another P is free
-// for the rest of the program (GOMAXPROCS above the Ps kept) may turn it
-// on: with the only P kept, no other goroutine runs until a completion or
-// a signal ends the wait.
-func (r *Ring) SetKeepP(on bool) { r.keepP = on }
-
-// SetMayBlock tells the ring that requests in flight may make any enter
-// sleep in the calling thread, however little it asks to wait (on), or
-// that none can (off, the default). Socket requests never do. A file read
-// or write is issued inline, from the enter that submits it, and may be
-// retried from the task work a later enter runs; on a file system without
-// FMODE_NOWAIT that work can sleep: io_uring polls the file to learn
-// whether a non-blocking try is worth it, and FUSE answers the poll only
-// when its server does (the kernel's stacks of a hang showed it). An
-// enter that bypasses the scheduler holds its P meanwhile, and a
-// stop-the-world waits for the thread; when the server is a goroutine of
-// the same process, forever. While on, every enter tells the scheduler,
-// as a blocking system call does, and SetKeepP has no effect.
-func (r *Ring) SetMayBlock(on bool) { r.mayBlock = on }
-
-// SubmitAndWaitTimeout flushes, submits, and waits until at least wait
-// completions are available or d has passed (then ETIME); it runs deferred
-// task work too. It needs FeatExtArg (5.11) and does not allocate.
-func (r *Ring) SubmitAndWaitTimeout(wait uint32, d time.Duration) (int, error) {
-	return r.EnterTimeout(r.Flush(), wait, EnterGetEvents, d)
+// EnterRaw is Enter without telling the Go scheduler (syscall.RawSyscall6):
+// the thread keeps its P for the whole call, whatever it does in the
+// kernel. A signal, the runtime's preemption signal included, ends a wait
+// with EINTR.
+func (r *Ring) EnterRaw(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
+	return enterRaw(r.enterFD, toSubmit, minComplete, flags|r.regFlag, arg, argSize)
 }
 
-// EnterTimeout is Enter with a wait bounded by d (EnterExtArg).
-func (r *Ring) EnterTimeout(toSubmit, wait, flags uint32, d time.Duration) (int, error) {
+// TimeoutArg returns the argument of an enter whose wait is bounded by d:
+// pass it with EnterExtArg (FeatExtArg, 5.11). It points into r, so it is
+// valid until the next TimeoutArg call.
+func (r *Ring) TimeoutArg(d time.Duration) (unsafe.Pointer, uintptr) {
 	w := &r.wait
 	w.ts = Timespec{Sec: int64(d / time.Second), Nsec: int64(d % time.Second)}
 	w.arg = GetEventsArg{Ts: uint64(uintptr(unsafe.Pointer(&w.ts)))}
-	return r.Enter(toSubmit, wait, flags|EnterExtArg, unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg))
+	return unsafe.Pointer(&w.arg), unsafe.Sizeof(w.arg)
+}
+
+// SubmitAndWaitTimeout flushes, submits, and waits until at least wait
+// completions are available or d has passed (then ETIME), through Enter;
+// it runs deferred task work too. It is io_uring_submit_and_wait_timeout,
+// needs FeatExtArg (5.11) and does not allocate.
+func (r *Ring) SubmitAndWaitTimeout(wait uint32, d time.Duration) (int, error) {
+	arg, size := r.TimeoutArg(d)
+	return r.Enter(r.Flush(), wait, EnterGetEvents|EnterExtArg, arg, size)
 }
 
 // PeekCQE copies up to len(dst) completions into dst and consumes them. It

@@ -31,11 +31,10 @@ func enter(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argS
 
 // enterRaw is enter through syscall.RawSyscall6, which does not tell the
 // Go scheduler: the thread keeps its P for the whole call, so no other
-// goroutine runs on that P meanwhile and sysmon does not hand it off. It is
-// for enters that cannot sleep, and for waits whose caller keeps its P on
-// purpose (Ring.SetKeepP). A signal (the runtime's preemption signal
-// included) ends a wait with EINTR, so stopping the world for a garbage
-// collection still reaches a thread asleep in here.
+// goroutine runs on that P meanwhile and sysmon does not hand it off. A
+// signal (the runtime's preemption signal included) ends a wait with
+// EINTR, so stopping the world for a garbage collection still reaches a
+// thread asleep in here.
 func enterRaw(fd int, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr) (int, error) {
 	n, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit),
 		uintptr(minComplete), uintptr(flags), uintptr(arg), argSize)

@@ -5,9 +5,49 @@ package uringp
 import (
 	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/uring"
 )
+
+// enter is the engines' io_uring_enter. The ring offers two ways into the
+// kernel, and this is where the engine picks one. An enter that cannot
+// sleep (it waits for nothing and asks for no SQ room) bypasses the Go
+// scheduler (Ring.EnterRaw): submission and task work are bounded work,
+// and telling the scheduler costs more than they do, since sysmon hands
+// off the P of a thread that stays in a system call past its tick, and a
+// loopback send runs the receiver's network stack inline. An enter that
+// may sleep tells the scheduler (Ring.Enter), so that the P goes to other
+// goroutines meanwhile; a nap keeps it on purpose instead (nap.go).
+//
+// mayBlock says that requests in flight may make any enter sleep in the
+// calling thread, however little it asks to wait; every enter then tells
+// the scheduler, as a blocking system call does. Socket requests never do.
+// A file read or write is issued inline, from the enter that submits it,
+// and may be retried from the task work a later enter runs; on a file
+// system without FMODE_NOWAIT that work can sleep: io_uring polls the
+// file to learn whether a non-blocking try is worth it, and FUSE answers
+// the poll only when its server does. An enter that bypasses the
+// scheduler holds its P meanwhile, and a stop-the-world waits for the
+// thread; when the FUSE server is a goroutine of the same process,
+// forever (TestFileReadSleepingFS).
+func enter(r *uring.Ring, toSubmit, minComplete, flags uint32, arg unsafe.Pointer, argSize uintptr, mayBlock bool) (int, error) {
+	if !mayBlock && minComplete == 0 && flags&uring.EnterSQWait == 0 {
+		return r.EnterRaw(toSubmit, minComplete, flags, arg, argSize)
+	}
+	return r.Enter(toSubmit, minComplete, flags, arg, argSize)
+}
+
+// enter is enter on the loop's ring.
+func (l *loop) enter(toSubmit, minComplete, flags uint32) (int, error) {
+	return enter(l.ring, toSubmit, minComplete, flags, nil, 0, l.mayBlock)
+}
+
+// enterTimeout is l.enter with the wait bounded by d (EnterExtArg).
+func (l *loop) enterTimeout(toSubmit, minComplete, flags uint32, d time.Duration) (int, error) {
+	arg, size := l.ring.TimeoutArg(d)
+	return enter(l.ring, toSubmit, minComplete, flags|uring.EnterExtArg, arg, size, l.mayBlock)
+}
 
 // getSQE returns a free SQE, submitting what is queued when the SQ is
 // full.
@@ -37,10 +77,10 @@ func (l *loop) submit(wait uint32) {
 		err = l.wait(toSubmit, wait)
 	case toSubmit > 0:
 		l.stats.EnterSubmit.Add(1)
-		_, err = l.ring.Enter(toSubmit, 0, uring.EnterGetEvents, nil, 0)
+		_, err = l.enter(toSubmit, 0, uring.EnterGetEvents)
 	default:
 		l.stats.EnterGetEvents.Add(1)
-		_, err = l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+		_, err = l.enter(0, 0, uring.EnterGetEvents)
 	}
 	if err != nil && !uring.IsTemporary(err) {
 		// EBADF, EFAULT, EEXIST (another thread) or EBADR (CQEs lost to
@@ -53,10 +93,10 @@ func (l *loop) submit(wait uint32) {
 // or the next timer is due.
 func (l *loop) wait(toSubmit, wait uint32) (err error) {
 	if d, timed := l.nextTimer(); timed {
-		_, err = l.ring.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
+		_, err = l.enterTimeout(toSubmit, wait, uring.EnterGetEvents, max(d, time.Microsecond))
 		return err
 	}
-	_, err = l.ring.Enter(toSubmit, wait, uring.EnterGetEvents, nil, 0)
+	_, err = l.enter(toSubmit, wait, uring.EnterGetEvents)
 	return err
 }
 

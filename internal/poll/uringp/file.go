@@ -23,7 +23,7 @@ type FileOp struct {
 	Off int64 // -1: at the file's position
 	Res int32 // bytes, or -errno
 	// MayBlock: the file may make the enter that issues the request
-	// sleep (it lacks FMODE_NOWAIT; see uring.Ring.SetMayBlock).
+	// sleep (it lacks FMODE_NOWAIT; see enter).
 	MayBlock bool
 
 	done      chan struct{}
@@ -68,12 +68,10 @@ func (l *loop) submitFile(op *FileOp) {
 	l.files++
 	if op.MayBlock {
 		// The request may sleep in the enter that issues it, or in one
-		// that runs its retry (Ring.SetMayBlock): until the last such
-		// request completes, enters tell the scheduler.
-		if l.sleepyFiles == 0 {
-			l.ring.SetMayBlock(true)
-		}
+		// that runs its retry (enter): until the last such request
+		// completes, enters tell the scheduler.
 		l.sleepyFiles++
+		l.mayBlock = true
 	}
 	sqe := l.getSQE()
 	switch op.Op {
@@ -105,9 +103,8 @@ func (l *loop) fileDone(gen, slot uint32, cqe *uring.CQE) {
 	l.freeFileSlots = append(l.freeFileSlots, slot)
 	l.files--
 	if op.MayBlock {
-		if l.sleepyFiles--; l.sleepyFiles == 0 {
-			l.ring.SetMayBlock(false)
-		}
+		l.sleepyFiles--
+		l.mayBlock = l.sleepyFiles > 0
 	}
 	op.Res = cqe.Res
 	op.done <- struct{}{}

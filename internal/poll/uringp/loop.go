@@ -95,6 +95,7 @@ type loop struct {
 	freeFileSlots []uint32
 	files         int
 	sleepyFiles   int     // of files, those whose requests may sleep in an enter (FileOp.MayBlock)
+	mayBlock      bool    // sleepyFiles > 0: every enter tells the scheduler (enter)
 	notify        []*conn // got input this batch
 	starved       []*conn // multishot recv ended with ENOBUFS
 	draining      map[*conn]time.Time

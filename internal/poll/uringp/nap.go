@@ -24,7 +24,7 @@ import (
 // naps instead, when a P can be spared: it waits in
 // io_uring_enter(GETEVENTS, min_complete=1), which submits what the turn
 // queued, runs the completions' task work and returns with the next
-// completion. The nap keeps the loop's P (RawSyscall6): through Syscall6,
+// completion. The nap keeps the loop's P (Ring.EnterRaw): through Ring.Enter,
 // sysmon takes the P of a thread that stays in a system call over one of
 // its ticks and starts another thread to look for work, again and again
 // on a loaded server with GOMAXPROCS=1. A kept P is one no other goroutine
@@ -61,9 +61,10 @@ func (l *loop) nap() {
 	d = max(d, time.Microsecond)
 	l.stats.Naps.Add(1)
 	l.stats.EnterWait.Add(1)
-	l.ring.SetKeepP(true)
-	_, err := l.ring.SubmitAndWaitTimeout(1, d)
-	l.ring.SetKeepP(false)
+	// Kept P: through the raw enter (a nap has no file request that may
+	// sleep in flight: mayNap).
+	arg, size := l.ring.TimeoutArg(d)
+	_, err := l.ring.EnterRaw(l.ring.Flush(), 1, uring.EnterGetEvents|uring.EnterExtArg, arg, size)
 	if err != nil && !uring.IsTemporary(err) {
 		// EBADF, EFAULT or EBADR: as in submit.
 		panic("ringpoll: io_uring_enter: " + err.Error())

@@ -234,7 +234,7 @@ func (p *PacketRing) enter(wait uint32) {
 	if wait > 0 || p.ring.SQFlags()&(uring.SQTaskrun|uring.SQCQOverflow) != 0 {
 		flags = uring.EnterGetEvents
 	}
-	_, err := p.ring.Enter(p.ring.Flush(), wait, flags, nil, 0)
+	_, err := enter(p.ring, p.ring.Flush(), wait, flags, nil, 0, false)
 	if err != nil && !uring.IsTemporary(err) {
 		panic("ringpoll: io_uring_enter: " + err.Error())
 	}

@@ -112,7 +112,7 @@ func (p *PacketRing) wait() {
 func (p *PacketRing) readyToRun(uintptr) bool {
 	p.readyLooks++
 	if p.ring.SQFlags()&uring.SQTaskrun != 0 {
-		p.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+		enter(p.ring, 0, 0, uring.EnterGetEvents, nil, 0, false)
 	}
 	return p.ring.CQReady() > 0
 }

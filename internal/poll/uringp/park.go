@@ -194,7 +194,7 @@ func (l *loop) readyToRun(uintptr) bool {
 	if l.ring.SQFlags()&uring.SQTaskrun != 0 {
 		l.stats.EnterGetEvents.Add(1)
 		l.cancelClock++
-		l.ring.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+		l.enter(0, 0, uring.EnterGetEvents)
 	}
 	l.readyLooks++
 	return l.ring.CQReady() > 0 || l.pending()

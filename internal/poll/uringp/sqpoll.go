@@ -127,7 +127,7 @@ func (s *sendRings) getSQE(sr *sendRing) *uring.SQE {
 			return sqe
 		}
 		sr.r.Flush()
-		sr.r.Enter(0, 0, uring.EnterSQWait|uring.EnterSQWakeup, nil, 0)
+		enter(sr.r, 0, 0, uring.EnterSQWait|uring.EnterSQWakeup, nil, 0, false)
 	}
 }
 
@@ -139,7 +139,7 @@ func (s *sendRings) publish(sr *sendRing) {
 	// NEED_WAKEUP (liburing puts a full barrier here).
 	if sr.r.SQFlags()&uring.SQNeedWakeup != 0 {
 		s.l.stats.EnterWakeSQ.Add(1)
-		sr.r.Enter(0, 0, uring.EnterSQWakeup, nil, 0)
+		enter(sr.r, 0, 0, uring.EnterSQWakeup, nil, 0, false)
 	}
 }
 
@@ -153,7 +153,7 @@ func (s *sendRings) reap(dst []uring.CQE) int {
 		if sr.r.SQFlags()&uring.SQCQOverflow != 0 {
 			s.l.stats.CQOverflows.Add(1)
 			s.l.stats.EnterGetEvents.Add(1)
-			sr.r.Enter(0, 0, uring.EnterGetEvents, nil, 0)
+			enter(sr.r, 0, 0, uring.EnterGetEvents, nil, 0, false)
 		}
 		k := sr.r.PeekCQE(dst[n:])
 		for _, c := range dst[n : n+k] {
@@ -197,7 +197,7 @@ func (l *loop) sqpollSubmit(wait uint32) {
 	if wait > 0 {
 		if flags != 0 && pending > 0 {
 			l.stats.EnterWakeSQ.Add(1)
-			r.Enter(0, 0, flags, nil, 0)
+			l.enter(0, 0, flags)
 		}
 		l.stats.EnterWait.Add(1)
 		var err error
@@ -209,9 +209,9 @@ func (l *loop) sqpollSubmit(wait uint32) {
 			d, ok = sendPoll, true
 		}
 		if ok {
-			_, err = r.SubmitAndWaitTimeout(wait, max(d, time.Microsecond))
+			_, err = l.enterTimeout(r.Flush(), wait, uring.EnterGetEvents, max(d, time.Microsecond))
 		} else {
-			_, err = r.Enter(0, wait, flags|uring.EnterGetEvents, nil, 0)
+			_, err = l.enter(0, wait, flags|uring.EnterGetEvents)
 		}
 		if err != nil && !uring.IsTemporary(err) {
 			panic("ringpoll: io_uring_enter: " + err.Error())
@@ -227,7 +227,7 @@ func (l *loop) sqpollSubmit(wait uint32) {
 		} else {
 			l.stats.EnterGetEvents.Add(1)
 		}
-		r.Enter(0, 0, flags, nil, 0)
+		l.enter(0, 0, flags)
 	}
 }
 
