@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -18,25 +17,11 @@ import (
 
 // bench runs cfg and writes its outputs; the int is the exit status.
 func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, error) {
-	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
-		return 1, err
-	}
-	placement := cfg.placement()
-	fmt.Fprintf(stderr, "ringbench: %s\n", placement)
-
-	b, notes, err := buildServers(ctx, &cfg, cfg.charts, stderr)
+	su, err := setUpRun(ctx, &cfg, cfg.charts, "", "results.jsonl", stderr)
 	if err != nil {
 		return 1, err
 	}
-	syscallsHow, note := syscallsHow()
-	if note != "" {
-		notes = append(notes, note)
-	}
-
-	jl, err := os.Create(filepath.Join(cfg.out, "results.jsonl"))
-	if err != nil {
-		return 1, err
-	}
+	jl := su.jl
 	defer jl.Close()
 	total := cfg.repeats * len(cfg.servers) * len(cfg.loads) * len(cfg.conns)
 	perRun := cfg.warmup + cfg.duration + 400*time.Millisecond
@@ -50,12 +35,12 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	}
 	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats)%s, about %s\n",
 		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, turns, clock(estimate))
-	r := &runner{cfg: &cfg, bins: b, out: jl, place: placement,
+	r := &runner{cfg: &cfg, bins: su.bins, out: jl, place: su.placement,
 		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}
 	runErr := r.run(ctx)
 	r.prog.finish()
 	if runErr != nil {
-		notes = append(notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
+		su.notes = append(su.notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
 	}
 	var turnRuns []turnsRun
 	if cfg.turns > 0 && runErr == nil && turnsCount(&cfg) > 0 {
@@ -63,17 +48,8 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 		turnRuns = r.runTurns(ctx, cfg.turns, stderr)
 	}
 
-	var order []string
-	for _, s := range cfg.servers {
-		order = append(order, s.name)
-	}
-	sums := summarize(r.runs, order)
-	for _, s := range sums {
-		if err := writeJSONLine(jl, s); err != nil {
-			return 1, err
-		}
-	}
-	if err := jl.Sync(); err != nil {
+	sums := summarize(r.runs, cfg.serverNames())
+	if err := writeSummaries(jl, sums); err != nil {
 		return 1, err
 	}
 	fmt.Fprintln(stdout)
@@ -82,30 +58,18 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 
 	var charts []string
 	if cfg.charts && len(sums) > 0 {
-		charts, err = renderCharts(ctx, b.ringplot, jl.Name(), cfg.out)
+		charts, err = renderCharts(ctx, su.bins.ringplot, jl.Name(), cfg.out)
 		if err != nil {
-			notes = append(notes, "charts failed: "+err.Error())
+			su.notes = append(su.notes, "charts failed: "+err.Error())
 			fmt.Fprintln(stderr, "ringbench: charts failed:", err)
 		}
-	}
-	m := meta{
-		Date:      time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		Command:   cfg.commandLine,
-		Machine:   machine(),
-		Go:        runtime.Version(),
-		Placement: placement,
-		Repeats:   cfg.repeats,
-		Warmup:    cfg.warmup.String(),
-		Duration:  cfg.duration.String(),
-		Syscalls:  syscallsHow,
-		Notes:     notes,
 	}
 	report := filepath.Join(cfg.out, "report.md")
 	f, err := os.Create(report)
 	if err != nil {
 		return 1, err
 	}
-	writeMarkdown(f, m, r.runs, sums, charts)
+	writeMarkdown(f, su.meta(&cfg), r.runs, sums, charts)
 	writeTurns(f, turnRuns, true)
 	if err := f.Close(); err != nil {
 		return 1, err

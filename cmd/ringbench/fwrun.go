@@ -94,12 +94,7 @@ func benchFrameworks(ctx context.Context, fc fwConfig) (int, error) {
 		}
 	}
 	sums := summarize(r.runs, order)
-	for _, s := range sums {
-		if err := writeJSONLine(jl, s); err != nil {
-			return 1, err
-		}
-	}
-	if err := jl.Sync(); err != nil {
+	if err := writeSummaries(jl, sums); err != nil {
 		return 1, err
 	}
 	var charts []string

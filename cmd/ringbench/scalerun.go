@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,76 +22,45 @@ import (
 // benchScale runs the scale family (scale.go) and writes scale.jsonl,
 // scale.md and its charts in cfg.out; the int is the exit status.
 func benchScale(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, error) {
-	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
-		return 1, err
-	}
 	start := time.Now()
-	placement := cfg.placement()
-	fmt.Fprintf(stderr, "ringbench: -scale: %s\n", placement)
+	// The counts are fitted to the machine's limits first, so that a
+	// count that cannot run fails before the build.
 	nofile, err := raiseNofile()
 	if err != nil {
 		return 1, err
 	}
-	var notes []string
-	cfg.conns, notes = scaleFit(cfg.conns, nofile, ephemeralPorts())
-	for _, n := range notes {
+	var fit []string
+	cfg.conns, fit = scaleFit(cfg.conns, nofile, ephemeralPorts())
+	for _, n := range fit {
 		fmt.Fprintln(stderr, "ringbench:", n)
 	}
 	if len(cfg.conns) == 0 {
 		return 1, errors.New("-scale: no connection count fits this machine's limits")
 	}
-	b, more, err := buildServers(ctx, &cfg, false, stderr)
-	notes = append(notes, more...)
+	su, err := setUpRun(ctx, &cfg, false, "-scale: ", "scale.jsonl", stderr)
 	if err != nil {
 		return 1, err
 	}
-	how, note := syscallsHow()
-	if note != "" {
-		notes = append(notes, note)
-	}
-
-	jl, err := os.Create(filepath.Join(cfg.out, "scale.jsonl"))
-	if err != nil {
-		return 1, err
-	}
+	jl := su.jl
 	defer jl.Close()
+	su.notes = append(fit, su.notes...)
 	total := scaleRuns(&cfg)
 	fmt.Fprintf(stderr, "ringbench: -scale: %d runs (%d servers x %d loads x %d connection counts x %d repeats; a server process per server, count and repeat), about %s\n",
 		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, clock(scaleEstimate(&cfg)))
-	r := &runner{cfg: &cfg, bins: b, out: jl, place: placement,
+	r := &runner{cfg: &cfg, bins: su.bins, out: jl, place: su.placement,
 		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, scaleEstimate(&cfg)/time.Duration(max(total, 1)))}
 	runErr := r.runScale(ctx)
 	r.prog.finish()
 	if runErr != nil {
-		notes = append(notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
+		su.notes = append(su.notes, fmt.Sprintf("the run was cut short (%v): the tables hold what was measured", runErr))
 	}
 
-	var order []string
-	for _, s := range cfg.servers {
-		order = append(order, s.name)
-	}
+	order := cfg.serverNames()
 	sums := scaleSummaries(r.runs, order)
-	for _, s := range sums {
-		if err := writeJSONLine(jl, s); err != nil {
-			return 1, err
-		}
-	}
-	if err := jl.Sync(); err != nil {
+	if err := writeSummaries(jl, sums); err != nil {
 		return 1, err
 	}
-	m := meta{
-		Date:      time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		Command:   cfg.commandLine,
-		Machine:   machine(),
-		Go:        runtime.Version(),
-		Placement: placement,
-		Repeats:   cfg.repeats,
-		Warmup:    cfg.warmup.String(),
-		Duration:  cfg.duration.String(),
-		Syscalls:  how,
-		Notes:     notes,
-	}
-	report, charts, err := writeScaleOutputs(cfg.out, cfg.charts, m, r.runs, order, sums, stdout)
+	report, charts, err := writeScaleOutputs(cfg.out, cfg.charts, su.meta(&cfg), r.runs, order, sums, stdout)
 	if err != nil {
 		return 1, err
 	}
