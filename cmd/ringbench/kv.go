@@ -189,12 +189,8 @@ func benchKV(ctx context.Context, cfg kvConfig) (int, error) {
 		return 0, nil
 	}
 	records := kvproto.Records(cfg.fileSize / kvproto.RecordSize * kvproto.RecordSize)
-	logs := filepath.Join(cfg.out, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return 1, err
-	}
-	binDir := filepath.Join(cfg.out, "bin")
-	if err := goBuild(ctx, cfg.src, binDir, "./cmd/ringkv", "./cmd/ringload"); err != nil {
+	logs, binDir, err := buildInto(ctx, cfg.src, cfg.out, "./cmd/ringkv", "./cmd/ringload")
+	if err != nil {
 		return 1, err
 	}
 	ringkv, ringload := filepath.Join(binDir, "ringkv"), filepath.Join(binDir, "ringload")

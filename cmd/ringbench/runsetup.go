@@ -86,3 +86,14 @@ func writeSummaries[S any](jl *os.File, sums []S) error {
 	}
 	return jl.Sync()
 }
+
+// buildInto makes out's logs folder and builds pkgs of the module in src
+// into out/bin, for the modes that build only their own servers (-kv,
+// -udp); it returns the two folders.
+func buildInto(ctx context.Context, src, out string, pkgs ...string) (logs, bin string, err error) {
+	logs, bin = filepath.Join(out, "logs"), filepath.Join(out, "bin")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return "", "", err
+	}
+	return logs, bin, goBuild(ctx, src, bin, pkgs...)
+}

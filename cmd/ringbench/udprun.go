@@ -24,12 +24,8 @@ import (
 // benchUDP runs the UDP scenario and writes udp.jsonl and udp.md (for
 // request/response udp-rr.jsonl and udp-rr.md) in out.
 func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
-	logs := filepath.Join(cfg.out, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return 1, err
-	}
-	binDir := filepath.Join(cfg.out, "bin")
-	if err := goBuild(ctx, cfg.src, binDir, "./cmd/ringecho", "./cmd/ringload"); err != nil {
+	logs, binDir, err := buildInto(ctx, cfg.src, cfg.out, "./cmd/ringecho", "./cmd/ringload")
+	if err != nil {
 		return 1, err
 	}
 	cfg.bins = bins{ringecho: filepath.Join(binDir, "ringecho"), ringload: filepath.Join(binDir, "ringload"),
