@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -100,36 +98,13 @@ func writePaired(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary) {
 // tables and writes report.md in out from them, as the run did (without
 // its notes and charts).
 func reportAgain(results, out, command string, stdout io.Writer) error {
-	b, err := os.ReadFile(results)
+	runs, order, err := readRuns(results)
 	if err != nil {
 		return err
 	}
-	var runs []benchfmt.Run
-	var turnRuns []turnsRun
-	var order []string
-	for i, line := range bytes.Split(b, []byte("\n")) {
-		if bytes.Contains(line, []byte(`"kind":"turns"`)) {
-			var t turnsRun
-			if err := json.Unmarshal(line, &t); err != nil {
-				return fmt.Errorf("%s:%d: %v", results, i+1, err)
-			}
-			turnRuns = append(turnRuns, t)
-			continue
-		}
-		if !bytes.Contains(line, []byte(`"kind":"run"`)) {
-			continue
-		}
-		var run benchfmt.Run
-		if err := json.Unmarshal(line, &run); err != nil {
-			return fmt.Errorf("%s:%d: %v", results, i+1, err)
-		}
-		runs = append(runs, run)
-		if !slices.Contains(order, run.Server) {
-			order = append(order, run.Server)
-		}
-	}
-	if len(runs) == 0 {
-		return fmt.Errorf("%s: no runs", results)
+	turnRuns, err := readLines[turnsRun](results, "turns")
+	if err != nil {
+		return err
 	}
 	sums := summarize(runs, order)
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -139,8 +114,7 @@ func reportAgain(results, out, command string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m := meta{Date: "as in " + results, Command: command, Machine: "as in " + results, Go: "-", Placement: runs[0].Placement,
-		Repeats: sums[0].Repeats, Warmup: "as in " + results, Duration: "as in " + results, Syscalls: "as in " + results}
+	m := againMeta(results, command, runs[0].Placement, sums[0].Repeats)
 	if slices.ContainsFunc(runs, isFwRun) {
 		// The -frameworks family's runs: its own report, to the terminal
 		// too.

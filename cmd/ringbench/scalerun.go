@@ -99,35 +99,15 @@ func writeScaleOutputs(out string, charts bool, m meta, runs []benchfmt.Run, ord
 // scale.md and, with charts, the charts in out from them, as the run did
 // (without its notes).
 func reportScaleAgain(results, out, command string, charts bool, stdout io.Writer) error {
-	b, err := os.ReadFile(results)
+	runs, order, err := readRuns(results)
 	if err != nil {
 		return err
-	}
-	var runs []benchfmt.Run
-	var order []string
-	for i, line := range bytes.Split(b, []byte("\n")) {
-		if !bytes.Contains(line, []byte(`"kind":"run"`)) {
-			continue
-		}
-		var run benchfmt.Run
-		if err := json.Unmarshal(line, &run); err != nil {
-			return fmt.Errorf("%s:%d: %v", results, i+1, err)
-		}
-		runs = append(runs, run)
-		if !slices.Contains(order, run.Server) {
-			order = append(order, run.Server)
-		}
-	}
-	if len(runs) == 0 {
-		return fmt.Errorf("%s: no runs", results)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	sums := scaleSummaries(runs, order)
-	as := "as in " + results
-	m := meta{Date: as, Command: command, Machine: as, Go: "-", Placement: runs[0].Placement,
-		Repeats: sums[0].Repeats, Warmup: as, Duration: as, Syscalls: as}
+	m := againMeta(results, command, runs[0].Placement, sums[0].Repeats)
 	_, _, err = writeScaleOutputs(out, charts, m, runs, order, sums, stdout)
 	return err
 }
