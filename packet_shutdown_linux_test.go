@@ -44,20 +44,7 @@ func psShutdownReplies(t *testing.T, e Engine, inline bool) {
 	if inline {
 		opts = append(opts, WithInlineHandler())
 	}
-	s, err := NewPacketServer(h, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(c) }()
-	client, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if _, err := client.Write([]byte("request")); err != nil {
-		t.Fatal(err)
-	}
+	s, served, client := psServeRequest(t, c, h, opts...)
 	if m := tsRecv(t, got, "the handler"); m != "request" {
 		t.Fatalf("handler got %q", m)
 	}
@@ -67,12 +54,7 @@ func psShutdownReplies(t *testing.T, e Engine, inline bool) {
 			close(waiting)
 		}
 	})()
-	shut := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
-		defer cancel()
-		shut <- s.Shutdown(ctx)
-	}()
+	shut := psShutdown(s)
 	tsRecv(t, waiting, "Shutdown to stop reading")
 	if _, err := client.Write([]byte("late")); err != nil {
 		t.Fatal(err)
@@ -83,12 +65,7 @@ func psShutdownReplies(t *testing.T, e Engine, inline bool) {
 	if n, err := client.Read(buf); err != nil || string(buf[:n]) != "reply to request" {
 		t.Errorf("the client read %q, %v; want the reply owed when Shutdown started", buf[:n], err)
 	}
-	if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
-	if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
-		t.Errorf("Serve: %v, want ErrServerClosed", err)
-	}
+	psShutdownReturned(t, shut, served)
 	select {
 	case m := <-got:
 		t.Errorf("the handler got %q after Shutdown stopped reading", m)
@@ -113,76 +90,97 @@ func TestPacketServerShutdownReadUnderWay(t *testing.T) {
 		if e.ringsPackets() {
 			t.Skipf("%v reads a PacketServer's sockets through a ring", e)
 		}
-		{
-			c := pcListen(t, e, "udp4", "127.0.0.1:0")
-			var stopping atomic.Bool
-			got := make(chan string, 8)
-			release := make(chan struct{})
-			h := PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
-				for _, p := range in {
-					if stopping.Load() {
-						t.Errorf("the handler got %q after Shutdown stopped reading", p.Data)
-					}
-					got <- string(p.Data)
+		c := pcListen(t, e, "udp4", "127.0.0.1:0")
+		var stopping atomic.Bool
+		got := make(chan string, 8)
+		release := make(chan struct{})
+		h := PacketHandlerFunc(func(w *PacketWriter, in []Packet) {
+			for _, p := range in {
+				if stopping.Load() {
+					t.Errorf("the handler got %q after Shutdown stopped reading", p.Data)
 				}
-				<-release
-			})
-			s, err := NewPacketServer(h, WithEngine(e))
-			if err != nil {
-				t.Fatal(err)
+				got <- string(p.Data)
 			}
-			served := make(chan error, 1)
-			go func() { served <- s.Serve(c) }()
-			client, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
-			if _, err := client.Write([]byte("request")); err != nil {
-				t.Fatal(err)
-			}
-			tsRecv(t, got, "the handler")
+			<-release
+		})
+		s, served, client := psServeRequest(t, c, h, WithEngine(e))
+		tsRecv(t, got, "the handler")
 
-			// Hold the reader's next recvmmsg before it runs. A datagram
-			// wakes the reader if it waits in the poller; if its own call
-			// took it instead, the handler has it (before Shutdown), and
-			// the read after it is held.
-			held, proceed, waits := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
-				switch p {
-				case poll.HookBatchRecv:
-					once.Do(func() {
-						close(held)
-						<-proceed
-					})
-				case poll.HookPacketShutdownWaits:
-					close(waits)
-				}
-			})()
-			if _, err := client.Write([]byte("wake")); err != nil {
-				t.Fatal(err)
+		// Hold the reader's next recvmmsg before it runs. A datagram
+		// wakes the reader if it waits in the poller; if its own call
+		// took it instead, the handler has it (before Shutdown), and
+		// the read after it is held.
+		held, proceed, waits := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		defer poll.SetTestHook(func(p poll.HookPoint, _ *poll.FD) {
+			switch p {
+			case poll.HookBatchRecv:
+				once.Do(func() {
+					close(held)
+					<-proceed
+				})
+			case poll.HookPacketShutdownWaits:
+				close(waits)
 			}
-			tsRecv(t, held, "the reader to reach recvmmsg")
-			stopping.Store(true)
-			shut := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
-				defer cancel()
-				shut <- s.Shutdown(ctx)
-			}()
-			tsRecv(t, waits, "Shutdown to stop reading") // the readers' deadline is set
-			if _, err := client.Write([]byte("late")); err != nil {
-				t.Fatal(err)
-			}
-			close(proceed)
-			close(release)
-			if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
-				t.Errorf("Shutdown: %v", err)
-			}
-			if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
-				t.Errorf("Serve: %v, want ErrServerClosed", err)
-			}
+		})()
+		if _, err := client.Write([]byte("wake")); err != nil {
+			t.Fatal(err)
 		}
+		tsRecv(t, held, "the reader to reach recvmmsg")
+		stopping.Store(true)
+		shut := psShutdown(s)
+		tsRecv(t, waits, "Shutdown to stop reading") // the readers' deadline is set
+		if _, err := client.Write([]byte("late")); err != nil {
+			t.Fatal(err)
+		}
+		close(proceed)
+		close(release)
+		psShutdownReturned(t, shut, served)
 	})
+}
+
+// psServeRequest serves c with a PacketServer of h and opts, and sends
+// it "request" from a client of its own, closed at the test's end; it
+// returns the server, where Serve's result comes, and the client.
+func psServeRequest(t *testing.T, c *PacketConn, h PacketHandler, opts ...Option) (*PacketServer, <-chan error, *net.UDPConn) {
+	t.Helper()
+	s, err := NewPacketServer(h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(c) }()
+	client, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if _, err := client.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	return s, served, client
+}
+
+// psShutdown starts s.Shutdown, given tsTimeout, and returns where its
+// result comes.
+func psShutdown(s *PacketServer) <-chan error {
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tsTimeout)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	return shut
+}
+
+// psShutdownReturned checks that Shutdown returned nil, every handler
+// done, and Serve ErrServerClosed.
+func psShutdownReturned(t *testing.T, shut, served <-chan error) {
+	t.Helper()
+	if err := tsRecv(t, shut, "Shutdown to return"); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := tsRecv(t, served, "Serve to return"); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve: %v, want ErrServerClosed", err)
+	}
 }
