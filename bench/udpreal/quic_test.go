@@ -3,17 +3,12 @@ package udpreal
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"sync"
@@ -23,6 +18,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/bench/internal/quicbench"
 )
 
 const alpn = "rp-test"
@@ -292,38 +288,19 @@ func receiveEcho(ctx context.Context, conn *quic.Conn, i uint64) ([]byte, error)
 	}
 }
 
-// selfSigned makes a server certificate for 127.0.0.1 and localhost, and
-// the client configuration that trusts it.
+// selfSigned makes a server certificate for 127.0.0.1 and localhost
+// (quicbench's), and a client configuration that trusts it. Unlike
+// quicbench's client, which skips the check, this one verifies the
+// certificate: the test covers the whole handshake.
 func selfSigned(t *testing.T) (server, client *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(46),
-		Subject:      pkix.Name{CommonName: "ringpoll udpreal"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
+	cert, err := quicbench.Certificate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	server = &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{alpn},
-	}
+	pool.AddCert(cert.Leaf)
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{alpn}}
 	client = &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{alpn}}
 	return server, client
 }

@@ -71,12 +71,23 @@ func Pattern(off int64, n int) []byte {
 	return block[i:min(blockSize, i+n)]
 }
 
-// ServerTLS returns a server configuration with a new self-signed ECDSA
-// P-256 certificate for localhost, 127.0.0.1 and ::1, valid for a day.
+// ServerTLS returns a server configuration with a new certificate
+// (Certificate).
 func ServerTLS() (*tls.Config, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := Certificate()
 	if err != nil {
 		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPN}}, nil
+}
+
+// Certificate returns a new self-signed ECDSA P-256 certificate for
+// localhost, 127.0.0.1 and ::1, valid for a day, with its key and its
+// Leaf (for a client that verifies it, to trust).
+func Certificate() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
@@ -90,12 +101,13 @@ func ServerTLS() (*tls.Config, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{ALPN},
-	}, nil
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 // ClientTLS returns the client configuration: ALPN, and no verification
