@@ -53,7 +53,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -63,6 +62,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/ringpoll/ringpoll/bench/internal/cmdline"
 )
 
 // stopTimeout bounds how long frameserve spends stopping its server after
@@ -89,10 +90,6 @@ type config struct {
 	check string // -check: run one request instead of serving
 }
 
-// errFlagReported marks a flag error the flag package has already
-// printed.
-var errFlagReported = errors.New("flag error already reported")
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -100,14 +97,8 @@ func main() {
 // run is frameserve's whole life; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errFlagReported):
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "frameserve: %v\n", err)
-		return 2
+	if err != nil {
+		return cmdline.Exit(stderr, "frameserve", err, "")
 	}
 	if cfg.check != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -151,21 +142,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 // and say what is wanted.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("frameserve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdline.FlagSet("frameserve", stderr)
 	fs.StringVar(&cfg.kind, "server", "", "server kind: "+fmt.Sprint(kinds))
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "TCP (UDP for quic-*) `host:port` to listen on (port 0 picks one), or with -check to ask")
 	fs.StringVar(&cfg.file, "file", "", "http-* servers: serve this file at /file; -check file: the file to compare with")
 	fs.BoolVar(&cfg.h2c, "h2c", false, "http-* servers: also speak HTTP/2 without TLS, with prior knowledge (http.Protocols)")
 	fs.StringVar(&cfg.check, "check", "", "make one request to -addr and check the answer: "+fmt.Sprint(checks))
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, fmt.Errorf("%w: %v", errFlagReported, err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q: frameserve takes flags only", fs.Arg(0))
+	if err := cmdline.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	if _, _, err := net.SplitHostPort(cfg.addr); err != nil {
 		return cfg, fmt.Errorf("-addr %q: want host:port, e.g. 127.0.0.1:8080 (%v)", cfg.addr, err)

@@ -46,7 +46,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -54,6 +53,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ringpoll/ringpoll/bench/internal/cmdline"
 )
 
 // Values accepted by -impl and -proto.
@@ -83,10 +84,6 @@ type config struct {
 	rcvbuf int
 }
 
-// errFlagReported marks a flag error that the flag package has already
-// printed, with usage, so run must not print it again.
-var errFlagReported = errors.New("flag error already reported")
-
 // main runs peerecho with the process's arguments and exits with run's code.
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -98,15 +95,8 @@ func main() {
 // flags. Messages go to stderr.
 func run(args []string, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errFlagReported):
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "peerecho: %v\n", err)
-		fmt.Fprintln(stderr, "usage: peerecho -impl netpoll|gnet -proto echo|rpc -addr host:port [-loops N]")
-		return 2
+	if err != nil {
+		return cmdline.Exit(stderr, "peerecho", err, "usage: peerecho -impl netpoll|gnet -proto echo|rpc -addr host:port [-loops N]")
 	}
 
 	// Catch the signals before announcing the address, so that a harness
@@ -141,26 +131,19 @@ func run(args []string, stderr io.Writer) int {
 
 // parseFlags parses and validates peerecho's command line. Errors from
 // validation name the flag and say what is wanted; errors the flag package
-// has already printed come back wrapped around errFlagReported (or as
+// has already printed come back wrapped around cmdline.ErrReported (or as
 // flag.ErrHelp for -h).
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("peerecho", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdline.FlagSet("peerecho", stderr)
 	fs.StringVar(&cfg.impl, "impl", "", "server library: netpoll or gnet (required)")
 	fs.StringVar(&cfg.proto, "proto", "", "protocol: echo (raw echo) or rpc (length-prefixed frames) (required)")
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:7000", "TCP `host:port` to listen on (port 0 picks a free port)")
 	fs.IntVar(&cfg.loops, "loops", 0, "netpoll pollers or gnet event loops; 0 keeps the library default")
 	fs.IntVar(&cfg.rcvbuf, "rcvbuf", 0, "with -proto udp or udp-reply: the socket's receive buffer in bytes (0: the kernel's default)")
 	fs.StringVar(&cfg.statsFile, "stats-file", "", "with -proto udp or udp-reply: write {\"seq\":N,\"packets\":P} here at start and on SIGUSR1")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, fmt.Errorf("%w: %v", errFlagReported, err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q: peerecho takes flags only", fs.Arg(0))
+	if err := cmdline.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	switch cfg.impl {
 	case implNetpoll, implGnet:

@@ -39,8 +39,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -53,6 +51,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/ringpoll/ringpoll/bench/internal/cmdline"
 	"github.com/ringpoll/ringpoll/bench/internal/quicbench"
 )
 
@@ -73,10 +72,6 @@ type config struct {
 	verify         bool
 }
 
-// errFlagReported marks a flag error the flag package has already
-// printed.
-var errFlagReported = errors.New("flag error already reported")
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -84,14 +79,8 @@ func main() {
 // run is quicload's whole life; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errFlagReported):
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "quicload: %v\n", err)
-		return 2
+	if err != nil {
+		return cmdline.Exit(stderr, "quicload", err, "")
 	}
 	rep := load(cfg)
 	rep.write(stdout, cfg)
@@ -106,8 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // and say what is wanted.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("quicload", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdline.FlagSet("quicload", stderr)
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:4433", "the server's UDP `host:port`")
 	fs.IntVar(&cfg.conns, "conns", 1, "connections")
 	fs.IntVar(&cfg.streams, "streams", 1, "streams at a time on each connection")
@@ -115,14 +103,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long to start streams")
 	fs.Int64Var(&cfg.requests, "requests", 10_000_000, "the most streams to start")
 	fs.BoolVar(&cfg.verify, "verify", false, "check every byte of the answers, not only their length")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, fmt.Errorf("%w: %v", errFlagReported, err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q: quicload takes flags only", fs.Arg(0))
+	if err := cmdline.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	switch _, _, err := net.SplitHostPort(cfg.addr); {
 	case err != nil:
