@@ -345,7 +345,7 @@ func rfBlocked(t *testing.T, c *Conn, data []byte) <-chan rfResult {
 		res <- rfResult{n, err}
 	}()
 	tsEventually(t, "ReadFrom to find the socket full", func() bool { return rfCount(c).sub(before).stalls > 0 })
-	tsWaitBlocked(t, "poll.(*FD).awaitQuiet(", "ringpoll.(*Conn).ReadFrom(")
+	tsWaitBlocked(t, "poll.(*FD).WaitOutput(", "ringpoll.(*Conn).ReadFrom(")
 	select {
 	case r := <-res:
 		t.Fatalf("ReadFrom to a peer that does not read returned (%d, %v)", r.n, r.err)
@@ -425,7 +425,7 @@ func TestReadFromOrder(t *testing.T) {
 			res <- rfResult{n, err}
 		}()
 		// It waits for the queue to drain before it sends.
-		tsWaitBlocked(t, "poll.(*FD).awaitQuiet(", "ringpoll.(*Conn).ReadFrom(")
+		tsWaitBlocked(t, "poll.(*FD).WaitOutput(", "ringpoll.(*Conn).ReadFrom(")
 		got := rfReadAll(peer, nil)
 		if r := tsRecv(t, res, "ReadFrom"); r.err != nil || r.n != int64(len(file)) {
 			t.Fatalf("ReadFrom returned (%d, %v)", r.n, r.err)

@@ -91,7 +91,7 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 	copyAll := false
 	for written < n {
 		if !copyAll {
-			switch err := fd.awaitQuiet(); err {
+			switch err := fd.WaitOutput(); err {
 			case nil:
 			case ErrWouldBlock:
 				copyAll = true
@@ -198,33 +198,6 @@ func (fd *FD) moveError(kind MoveKind, err error) error {
 		return os.NewSyscallError(kind.String(), err)
 	}
 	return err
-}
-
-// awaitQuiet waits until the loop owns no output (the queue has drained),
-// so that the caller may send on the socket itself, bounded by the write
-// deadline. It returns ErrWouldBlock at once on an FD with NoBlock set.
-// Called with wmu held, so no writer queues meanwhile.
-func (fd *FD) awaitQuiet() error {
-	var wake <-chan struct{}
-	for {
-		if err := fd.writeErr(); err != nil {
-			return err
-		}
-		fd.outMu.Lock()
-		idle := !fd.loopOwns
-		fd.outMu.Unlock()
-		if idle {
-			return nil
-		}
-		if fd.NoBlock {
-			return ErrWouldBlock
-		}
-		if wake == nil {
-			wake = fd.waits().writable.wait()
-			continue // check again, now that a signal cannot be lost
-		}
-		fd.await(wake, true) // the queue drained, a send error, or Close
-	}
 }
 
 // queuePiece copies p into the output queue for the loop to send, without
