@@ -37,10 +37,10 @@ func (fd *FD) WriteLocked(p []byte) (int, error) {
 }
 
 // WaitOutput is LockOutput's wait for the holder of the lock (SendFrom
-// holds it too): it returns once the output queue is empty and no send
-// of it is in flight, so that the holder may send on the socket itself,
-// or with LockOutput's errors, the lock still held. As the lock is held,
-// no writer queues meanwhile.
+// and CloseWrite hold it too): it returns once the output queue is empty
+// and no send of it is in flight, so that the holder may send on the
+// socket itself, or with LockOutput's errors, the lock still held. As
+// the lock is held, no writer queues meanwhile.
 func (fd *FD) WaitOutput() error {
 	var wake <-chan struct{}
 	for {

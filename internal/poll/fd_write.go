@@ -409,29 +409,15 @@ func (fd *FD) send(iov [][]byte) (int, error) {
 func (fd *FD) CloseWrite() error {
 	fd.wmu.Lock()
 	defer fd.wmu.Unlock()
-	var wake <-chan struct{}
-	for {
-		if err := fd.writeErr(); err != nil {
-			return err
-		}
-		fd.outMu.Lock()
-		idle := !fd.loopOwns
-		if idle {
-			fd.wrClosed = true
-		}
-		fd.outMu.Unlock()
-		if idle {
-			return fd.Control(func(s int) error { return Shutdown(s, shutWrite) })
-		}
-		if fd.NoBlock {
-			return ErrWouldBlock
-		}
-		if wake == nil {
-			wake = fd.waits().writable.wait()
-			continue // check again, now that a signal cannot be lost
-		}
-		fd.await(wake, true) // the queue drained, a send error, or Close
+	if err := fd.WaitOutput(); err != nil {
+		return err
 	}
+	// Only a writer, holding wmu, queues output: the queue is still
+	// empty when later writes start to fail.
+	fd.outMu.Lock()
+	fd.wrClosed = true
+	fd.outMu.Unlock()
+	return fd.Control(func(s int) error { return Shutdown(s, shutWrite) })
 }
 
 // CloseRead shuts down the reading side of the socket.
