@@ -35,8 +35,8 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, erro
 	}
 	fmt.Fprintf(stderr, "ringbench: %d runs (%d servers x %d loads x %d connection counts x %d repeats)%s, about %s\n",
 		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, turns, clock(estimate))
-	r := &runner{cfg: &cfg, bins: su.bins, out: jl, place: su.placement,
-		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}
+	r := &runner{cfg: &cfg, bins: su.bins, recorder: recorder{out: jl, place: su.placement,
+		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, perRun)}}
 	runErr := r.run(ctx)
 	r.prog.finish()
 	if runErr != nil {

@@ -24,11 +24,8 @@ type fwRunner struct {
 	file  string            // the file the file scenario serves
 	lua   string            // wrk's script
 	logs  string
-	place string
-	out   *os.File // results.jsonl
-	prog  *progress
-	runs  []benchfmt.Run
 	seq   int // numbers the gRPC client's profile names
+	recorder
 }
 
 // benchFrameworks runs the family and writes results.jsonl, report.md and
@@ -54,7 +51,7 @@ func benchFrameworks(ctx context.Context, fc fwConfig) (int, error) {
 		return 1, err
 	}
 	r := &fwRunner{fc: &fc, tools: tools, serve: filepath.Join(bin, "frameserve"), lua: filepath.Join(bin, "wrk-p999.lua"),
-		logs: logs, place: placement}
+		logs: logs, recorder: recorder{place: placement}}
 	if err := os.WriteFile(r.lua, []byte(wrkLua), 0o644); err != nil {
 		return 1, err
 	}
@@ -187,11 +184,7 @@ func (r *fwRunner) runServer(ctx context.Context, rep int, sc fwScenario, kind s
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	for _, cell := range cells {
-		r.prog.start(rep, cell)
-		r.record(benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Placement: r.place,
-			Err: fmt.Sprintf("server did not start: %v", err)})
-	}
+	r.notStarted(rep, cells, err)
 	return nil
 }
 
@@ -204,13 +197,6 @@ func fwAddr(sc fwScenario) (network, addr string, err error) {
 	}
 	port, err := freeUDPPort()
 	return "udp", fmt.Sprint("127.0.0.1:", port), err
-}
-
-// record keeps a run, writes it out at once and shows it.
-func (r *fwRunner) record(run benchfmt.Run) {
-	r.runs = append(r.runs, run)
-	writeJSONLine(r.out, run)
-	r.prog.done(run)
 }
 
 // measure checks one answer of p, warms it up with the client and then

@@ -53,12 +53,17 @@ type loadResult struct {
 
 // runner runs the matrix.
 type runner struct {
-	cfg   *config
-	bins  bins
-	out   io.Writer // results.jsonl
+	cfg  *config
+	bins bins
+	recorder
+}
+
+// recorder keeps the runs of a family (runner, fwRunner) as they end.
+type recorder struct {
+	out   io.Writer // the results file
 	prog  *progress
 	runs  []benchfmt.Run
-	place string
+	place string // where the servers and the load run
 }
 
 // serverArgv is the command line of srv serving scenario on addr. A
@@ -166,11 +171,7 @@ func (r *runner) runServer(ctx context.Context, rep int, srv server, scenario st
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	for _, cell := range cells {
-		r.prog.start(rep, cell)
-		r.record(benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Placement: r.place,
-			Err: fmt.Sprintf("server did not start: %v", err)})
-	}
+	r.notStarted(rep, cells, err)
 	return nil
 }
 
@@ -246,12 +247,20 @@ func tail0(s string) string {
 
 // record keeps a run, writes it out as a JSON line at once (a cut-short
 // benchmark keeps what it measured) and shows it.
-func (r *runner) record(run benchfmt.Run) {
+func (r *recorder) record(run benchfmt.Run) {
 	r.runs = append(r.runs, run)
-	if b, err := json.Marshal(run); err == nil {
-		r.out.Write(append(b, '\n'))
-	}
+	writeJSONLine(r.out, run)
 	r.prog.done(run)
+}
+
+// notStarted records cells, of repeat rep, failed: their server did not
+// start, with err.
+func (r *recorder) notStarted(rep int, cells []benchfmt.Cell, err error) {
+	for _, cell := range cells {
+		r.prog.start(rep, cell)
+		r.record(benchfmt.Run{Kind: "run", Cell: cell, Repeat: rep, Placement: r.place,
+			Err: fmt.Sprintf("server did not start: %v", err)})
+	}
 }
 
 // decode reads a run's result into loadResult.

@@ -47,8 +47,8 @@ func benchScale(ctx context.Context, cfg config, stdout, stderr io.Writer) (int,
 	total := scaleRuns(&cfg)
 	fmt.Fprintf(stderr, "ringbench: -scale: %d runs (%d servers x %d loads x %d connection counts x %d repeats; a server process per server, count and repeat), about %s\n",
 		total, len(cfg.servers), len(cfg.loads), len(cfg.conns), cfg.repeats, clock(scaleEstimate(&cfg)))
-	r := &runner{cfg: &cfg, bins: su.bins, out: jl, place: su.placement,
-		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, scaleEstimate(&cfg)/time.Duration(max(total, 1)))}
+	r := &runner{cfg: &cfg, bins: su.bins, recorder: recorder{out: jl, place: su.placement,
+		prog: newProgress(stderr, isTerminal(stderr), total, cfg.repeats, scaleEstimate(&cfg)/time.Duration(max(total, 1)))}}
 	runErr := r.runScale(ctx)
 	r.prog.finish()
 	if runErr != nil {
@@ -169,10 +169,7 @@ func (r *runner) scaleOnce(ctx context.Context, rep int, srv server, ls []load, 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, c := range cells {
-			r.record(benchfmt.Run{Kind: "run", Cell: c, Repeat: rep, Placement: r.place,
-				Err: fmt.Sprintf("server did not start: %v", err)})
-		}
+		r.notStarted(rep, cells, err)
 		return nil
 	}
 	if srv.kind == "ringpoll" {
