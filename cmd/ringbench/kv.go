@@ -204,10 +204,7 @@ func benchKV(ctx context.Context, cfg kvConfig) (int, error) {
 	for rep := range cfg.repeats {
 		for _, writes := range cfg.writes {
 			for _, conns := range cfg.conns {
-				order := slices.Clone(cfg.servers)
-				k := rep % len(order)
-				order = append(order[k:], order[:k]...)
-				for _, srv := range order {
+				for _, srv := range rotation(cfg.servers, rep) {
 					if ctx.Err() != nil {
 						return 1, ctx.Err()
 					}

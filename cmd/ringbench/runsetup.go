@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -96,4 +97,11 @@ func buildInto(ctx context.Context, src, out string, pkgs ...string) (logs, bin 
 		return "", "", err
 	}
 	return logs, bin, goBuild(ctx, src, bin, pkgs...)
+}
+
+// rotation is servers in the order repeat rep runs them (-kv, -udp):
+// rotated by one a repeat, so that no server always runs first or last.
+func rotation(servers []string, rep int) []string {
+	k := rep % len(servers)
+	return append(slices.Clone(servers[k:]), servers[:k]...)
 }

@@ -72,10 +72,7 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	for rep := range cfg.repeats {
 		for _, size := range cfg.sizes {
 			for _, rate := range offered {
-				order := slices.Clone(cfg.servers)
-				k := rep % len(order)
-				order = append(order[k:], order[:k]...)
-				for _, srv := range order {
+				for _, srv := range rotation(cfg.servers, rep) {
 					if ctx.Err() != nil {
 						return 1, ctx.Err()
 					}
