@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -39,44 +38,30 @@ func listenUDP(kind, addr string) (net.PacketConn, error) {
 	return net.ListenUDP("udp", ua)
 }
 
-// startQUIC serves quicbench's protocol with quic-go's Transport on the
-// kind's UDP socket, with a certificate made now.
+// startQUIC serves quicbench's protocol on the kind's UDP socket
+// (quicbench.Start).
 func startQUIC(cfg config) (*running, error) {
-	tlsConf, err := quicbench.ServerTLS()
-	if err != nil {
-		return nil, err
-	}
 	conn, err := listenUDP(cfg.kind, cfg.addr)
 	if err != nil {
 		return nil, err
 	}
-	tr := &quic.Transport{Conn: conn}
-	ln, err := tr.Listen(tlsConf, quicbench.ServerConfig())
+	s, err := quicbench.Start(conn)
 	if err != nil {
-		tr.Close()
-		conn.Close()
 		return nil, err
 	}
-	var srv quicbench.Server
 	r := &running{addr: conn.LocalAddr().String(), done: make(chan error, 1)}
 	stopping := make(chan struct{})
-	served := make(chan struct{})
 	go func() {
-		defer close(served)
-		err := srv.Serve(ln)
+		<-s.Done()
 		select {
 		case <-stopping:
 		default:
-			r.done <- err
+			r.done <- s.Err()
 		}
 	}()
 	r.stop = func(ctx context.Context) error {
 		close(stopping)
-		// The transport ends every connection without a word to the
-		// peers (quic-go: Transport.Close), as a stopping server may.
-		err := errors.Join(ln.Close(), tr.Close(), conn.Close())
-		<-served
-		return errors.Join(err, srv.Wait(ctx))
+		return s.Stop(ctx)
 	}
 	return r, nil
 }

@@ -19,27 +19,15 @@ func serve(t *testing.T) net.Addr {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsConf, err := ServerTLS()
+	s, err := Start(uc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &quic.Transport{Conn: uc}
-	ln, err := tr.Listen(tlsConf, ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srv Server
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		ln.Close()
-		tr.Close()
-		uc.Close()
-		<-served
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := srv.Wait(ctx); err != nil {
-			t.Errorf("the server's goroutines did not end: %v", err)
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("stopping the server: %v", err)
 		}
 	})
 	return uc.LocalAddr()
