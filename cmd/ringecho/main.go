@@ -36,12 +36,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ringpoll/ringpoll"
 	"github.com/ringpoll/ringpoll/internal/benchfmt"
+	"github.com/ringpoll/ringpoll/internal/connset"
 	"github.com/ringpoll/ringpoll/internal/loopstats"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
@@ -280,9 +280,7 @@ func serveHandler(ctx context.Context, ln *ringpoll.Listener, h ringpoll.Handler
 }
 
 func serveConns(ctx context.Context, ln *ringpoll.Listener, serve func(net.Conn), grace time.Duration, log *slog.Logger) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]struct{}{}
+	var conns connset.Set
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -298,33 +296,11 @@ func serveConns(ctx context.Context, ln *ringpoll.Listener, serve func(net.Conn)
 		if ln.Addr().Network() != "unix" {
 			c.SetNoDelay(true)
 		}
-		mu.Lock()
-		conns[c] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			serve(c)
-			c.Close()
-			mu.Lock()
-			delete(conns, c)
-			mu.Unlock()
-		}()
+		conns.Serve(c, serve)
 	}
 	log.Info("ringecho shutting down")
 	// Copiers end when their peers hang up; after the grace period they
 	// are cut off.
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(grace):
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		<-finished
-	}
+	conns.Wait(grace)
 	return nil
 }

@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ringpoll/ringpoll/internal/connset"
 	"github.com/ringpoll/ringpoll/internal/rpcframe"
 )
 
@@ -37,11 +37,7 @@ func serveStd(ctx context.Context, addr, proto string, bufSize int, ready func(n
 		serve = func(c net.Conn) { rpcframe.Serve(c, c, bufSize) }
 	}
 
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]struct{}{}
-		wg    sync.WaitGroup
-	)
+	var conns connset.Set
 	var acceptErr error
 	for {
 		c, err := ln.Accept()
@@ -63,32 +59,9 @@ func serveStd(ctx context.Context, addr, proto string, bufSize int, ready func(n
 			ln.Close()
 			break
 		}
-		mu.Lock()
-		conns[c] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			serve(c)
-			c.Close()
-			mu.Lock()
-			delete(conns, c)
-			mu.Unlock()
-		}()
+		conns.Serve(c, serve)
 	}
-
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(2 * time.Second):
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		<-finished
-	}
+	conns.Wait(2 * time.Second)
 	return acceptErr
 }
 
