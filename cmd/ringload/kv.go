@@ -70,9 +70,7 @@ func (w *worker) loopKV(sh *shared) {
 		if sh.phase.Load() == phaseMeasure {
 			w.requests++
 			w.hist.RecordN(lat, 1)
-			if sh.budget > 0 && sh.counted.Add(1) >= sh.budget {
-				sh.spentOne.Do(func() { close(sh.spent) })
-			}
+			sh.completed(1)
 		}
 	}
 }

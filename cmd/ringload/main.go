@@ -41,7 +41,8 @@
 // generator goes.
 //
 // After -warmup the generator measures for -duration (or until -requests
-// requests, whichever comes first): requests completed, req/s and latency
+// requests, whichever comes first; a window in which no request completed
+// goes on until one does, for up to 5 s): requests completed, req/s and latency
 // p50, p99, p99.9, p99.99 and max (internal/hdr, within about 3%). With
 // -server-pid it also reports, over the same window:
 //

@@ -680,3 +680,44 @@ func TestLoadSlowloris(t *testing.T) {
 		t.Errorf("the measured load: %+v", *res)
 	}
 }
+
+// TestLoadWindowWaitsForTheFirstRequest: a window in which no request
+// completed goes on until one does, rather than report nothing. The
+// server holds every reply until the window has ended empty (the hook).
+func TestLoadWindowWaitsForTheFirstRequest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	release := make(chan struct{})
+	var once sync.Once
+	testWindowEmpty = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() { testWindowEmpty = nil; once.Do(func() { close(release) }) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				<-release
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	cfg := testConfig(ln.Addr().String())
+	cfg.conns = 1
+	cfg.warmup, cfg.duration = 0, 50*time.Millisecond
+	res, err := load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !chanClosed(release) {
+		t.Fatal("the window saw a request complete before the server replied")
+	}
+	if res.Requests == 0 || res.WindowS < cfg.duration.Seconds() || res.VerifyErrors != 0 {
+		t.Errorf("%d requests in %.3fs, %d verify errors; want some, in a window of at least %v", res.Requests, res.WindowS, res.VerifyErrors, cfg.duration)
+	}
+}

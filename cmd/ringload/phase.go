@@ -19,6 +19,41 @@ import (
 // requests in flight.
 const quiesceLimit = 10 * time.Second
 
+// firstLimit bounds how long a window that saw no request complete waits
+// for the first; the connections' deadline is 10 s past the window.
+const firstLimit = 5 * time.Second
+
+// waitFirst waits for the window's first completed request, for at most
+// d; it reports false if the run ended (ctx, or every connection failed)
+// meanwhile.
+func waitFirst(ctx context.Context, sh *shared, finished <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-sh.some:
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	case <-finished:
+		return false
+	}
+	return true
+}
+
+// testWindowEmpty, if set, is called when a window ended with no request
+// completed, before it waits for the first.
+var testWindowEmpty func()
+
+// chanClosed reports whether c is closed.
+func chanClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // runPhase runs one load on workers, fresh workers over open connections:
 // warm-up, window, perf's window, and its figures into res. With rest it
 // ends at rest (quiesce), so that another load can follow on the same
@@ -31,7 +66,7 @@ func runPhase(ctx context.Context, cfg config, workers []*worker, res *result, r
 	for _, w := range workers {
 		w.conn.SetDeadline(hard)
 	}
-	sh := &shared{stop: make(chan struct{}), budget: cfg.requests, spent: make(chan struct{})}
+	sh := &shared{stop: make(chan struct{}), budget: cfg.requests, spent: make(chan struct{}), some: make(chan struct{})}
 	if cfg.outstanding > 0 {
 		sh.slots = make(chan struct{}, cfg.outstanding)
 	}
@@ -152,6 +187,16 @@ func runPhase(ctx context.Context, cfg config, workers []*worker, res *result, r
 	t0 := time.Now()
 	sh.phase.Store(phaseMeasure)
 	completed := sleep(cfg.duration)
+	if completed && !chanClosed(sh.some) {
+		// Not one request completed in the window, on a slow or busy
+		// machine (a put behind a slow disk's sync, say): the window goes
+		// on until one does, within firstLimit, so that its figures
+		// describe some work rather than none.
+		if testWindowEmpty != nil {
+			testWindowEmpty()
+		}
+		completed = waitFirst(ctx, sh, finished, firstLimit)
+	}
 	var after procSample
 	var afterErr error
 	if cfg.serverPID != 0 {

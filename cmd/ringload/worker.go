@@ -51,6 +51,18 @@ type shared struct {
 	budget   uint64        // -requests; 0: none
 	spent    chan struct{} // closed when counted reaches budget
 	spentOne sync.Once
+	// some is closed by the window's first completed request (runPhase
+	// waits for it past -duration).
+	some    chan struct{}
+	someOne sync.Once
+}
+
+// completed counts n requests completed in the window.
+func (sh *shared) completed(n uint64) {
+	sh.someOne.Do(func() { close(sh.some) })
+	if sh.budget > 0 && sh.counted.Add(n) >= sh.budget {
+		sh.spentOne.Do(func() { close(sh.spent) })
+	}
 }
 
 // fill lays out the messages of a batch in buf.
@@ -165,9 +177,7 @@ func (w *worker) loop(sh *shared) {
 		if sh.phase.Load() == phaseMeasure {
 			w.requests += uint64(depth)
 			w.hist.RecordN(lat, uint64(depth))
-			if sh.budget > 0 && sh.counted.Add(uint64(depth)) >= sh.budget {
-				sh.spentOne.Do(func() { close(sh.spent) })
-			}
+			sh.completed(uint64(depth))
 		}
 	}
 }
