@@ -260,6 +260,8 @@ func kvOnce(ctx context.Context, cfg kvConfig, ringkv, ringload, path string, re
 	args := []string{"-proto", "kv", "-addr", addr, "-conns", strconv.Itoa(conns),
 		"-outstanding", strconv.Itoa(cfg.outstanding), "-kv-records", strconv.FormatInt(records, 10),
 		"-kv-writes", strconv.Itoa(writes), "-warmup", cfg.warmup.String(), "-duration", cfg.duration.String(),
+		// A short window on a busy disk may see no put's sync end.
+		"-first-wait", "5s",
 		"-server-pid", strconv.Itoa(p.cmd.Process.Pid), "-json"}
 	rctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration+60*time.Second)
 	defer cancel()

@@ -22,7 +22,8 @@ type config struct {
 	proto       string // "echo" or "rpc"
 	depth       int    // messages in flight per connection (1: ping-pong)
 	rate        float64
-	requests    uint64 // end the window after this many requests (0: no limit)
+	requests    uint64        // end the window after this many requests (0: no limit)
+	firstWait   time.Duration // a window with no request completed goes on until one does, for up to this (0: not)
 	warmup      time.Duration
 	duration    time.Duration
 	serverPID   int           // 0: no server statistics

@@ -41,8 +41,8 @@
 // generator goes.
 //
 // After -warmup the generator measures for -duration (or until -requests
-// requests, whichever comes first; a window in which no request completed
-// goes on until one does, for up to 5 s): requests completed, req/s and latency
+// requests, whichever comes first; with -first-wait, a window in which no
+// request completed goes on until one does): requests completed, req/s and latency
 // p50, p99, p99.9, p99.99 and max (internal/hdr, within about 3%). With
 // -server-pid it also reports, over the same window:
 //
@@ -158,6 +158,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	depth := fs.Int("depth", 1, "messages in flight per connection: 1 is strict ping-pong; more pipelines: write that many, then read their replies")
 	rate := fs.Float64("rate", 0, "offered load in requests/s over all connections (0: as fast as replies come)")
 	requests := fs.Uint64("requests", 0, "end the measurement window after this many requests (0: run for -duration; -duration still bounds it)")
+	firstWait := fs.Duration("first-wait", 0, "if no request completed by the end of -duration, keep the window open until one does, for up to this long (at most 5s; 0: end it empty, which fails the run)")
 	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring")
 	duration := fs.Duration("duration", 10*time.Second, "measurement window")
 	serverPID := fs.Int("server-pid", 0, "server process to measure (CPU, syscalls, context switches); 0: none")
@@ -285,6 +286,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		depth:       *depth,
 		rate:        *rate,
 		requests:    *requests,
+		firstWait:   min(*firstWait, firstLimit),
 		warmup:      *warmup,
 		duration:    *duration,
 		serverPID:   *serverPID,

@@ -681,8 +681,9 @@ func TestLoadSlowloris(t *testing.T) {
 	}
 }
 
-// TestLoadWindowWaitsForTheFirstRequest: a window in which no request
-// completed goes on until one does, rather than report nothing. The
+// TestLoadWindowWaitsForTheFirstRequest: with -first-wait, a window in
+// which no request completed goes on until one does, rather than report
+// nothing. The
 // server holds every reply until the window has ended empty (the hook).
 func TestLoadWindowWaitsForTheFirstRequest(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -709,7 +710,7 @@ func TestLoadWindowWaitsForTheFirstRequest(t *testing.T) {
 	}()
 	cfg := testConfig(ln.Addr().String())
 	cfg.conns = 1
-	cfg.warmup, cfg.duration = 0, 50*time.Millisecond
+	cfg.warmup, cfg.duration, cfg.firstWait = 0, 50*time.Millisecond, firstLimit
 	res, err := load(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

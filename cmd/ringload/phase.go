@@ -19,8 +19,8 @@ import (
 // requests in flight.
 const quiesceLimit = 10 * time.Second
 
-// firstLimit bounds how long a window that saw no request complete waits
-// for the first; the connections' deadline is 10 s past the window.
+// firstLimit bounds -first-wait: the connections' deadline is 10 s past
+// the window.
 const firstLimit = 5 * time.Second
 
 // waitFirst waits for the window's first completed request, for at most
@@ -187,15 +187,15 @@ func runPhase(ctx context.Context, cfg config, workers []*worker, res *result, r
 	t0 := time.Now()
 	sh.phase.Store(phaseMeasure)
 	completed := sleep(cfg.duration)
-	if completed && !chanClosed(sh.some) {
+	if completed && cfg.firstWait > 0 && !chanClosed(sh.some) {
 		// Not one request completed in the window, on a slow or busy
-		// machine (a put behind a slow disk's sync, say): the window goes
-		// on until one does, within firstLimit, so that its figures
-		// describe some work rather than none.
+		// machine (a put behind a slow disk's sync, say): with
+		// -first-wait, the window goes on until one does, so that its
+		// figures describe some work rather than none.
 		if testWindowEmpty != nil {
 			testWindowEmpty()
 		}
-		completed = waitFirst(ctx, sh, finished, firstLimit)
+		completed = waitFirst(ctx, sh, finished, cfg.firstWait)
 	}
 	var after procSample
 	var afterErr error
