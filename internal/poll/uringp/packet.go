@@ -70,6 +70,7 @@ type PacketRing struct {
 	readyLooks int    // readyToRun's calls in this wait
 	canceling  bool   // a cancel of the RECVMSG is in flight
 	testWait   func() // tests: called as a parked reader is about to wait
+	testNoWake bool   // tests: Stop's eventfd write wakes nothing
 
 	// Rearms counts RECVMSGs armed again after one ended (ENOBUFS, or a
 	// final CQE the kernel sent on its own); NoBuffers counts the ends
@@ -240,13 +241,24 @@ func (p *PacketRing) enter(wait uint32) {
 	}
 }
 
-func (p *PacketRing) wake() { p.ev.Signal() }
+func (p *PacketRing) wake() {
+	if !p.testNoWake {
+		p.ev.Signal()
+	}
+}
 
 // Stop makes Recv return ErrStopped, now if it waits. Safe from any
 // goroutine; the reader then tears the ring down.
 func (p *PacketRing) Stop() {
 	if p.stopped.CompareAndSwap(false, true) {
 		p.wake()
+		if p.park != nil {
+			// The eventfd wakes a parked reader only through the ring:
+			// the wake READ completes in the task work of the thread that
+			// armed it. A passed deadline ends the poller's wait whatever
+			// that thread does (wait).
+			p.park.file.SetReadDeadline(aLongTimeAgo)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@
 package uringp
 
 import (
+	"errors"
 	"os"
 	"syscall"
 	"unsafe"
@@ -98,6 +99,9 @@ func (p *PacketRing) wait() {
 	}
 	p.readyLooks = 0
 	if err := p.park.rc.Read(p.park.ready); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && p.stopped.Load() {
+			return // Stop's deadline: Recv tears the ring down
+		}
 		panic("ringpoll: waiting for io_uring completions: " + err.Error())
 	}
 	// More than one look: the poller parked the reader, and others had

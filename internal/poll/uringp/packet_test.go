@@ -632,3 +632,34 @@ func TestParkedPacketRingFollowsThread(t *testing.T) {
 		t.Fatalf("received %d of %d datagrams", got, sent)
 	}
 }
+
+// TestParkedPacketRingStopWithoutTheRing: Stop ends a parked reader's
+// wait even if the ring brings no wake-up (the wake READ completes in the
+// task work of the thread that armed it, which the ring's user does not
+// control): with Stop's eventfd write made to wake nothing, Recv still
+// returns ErrStopped.
+func TestParkedPacketRingStopWithoutTheRing(t *testing.T) {
+	recv, _, _ := udpPair(t)
+	p, err := NewParkedPacketRing(recv, 8, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.testNoWake = true
+	waiting := make(chan struct{})
+	p.testWait = func() { close(waiting); p.testWait = nil }
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Recv(make([]Datagram, 1))
+		errc <- err
+	}()
+	<-waiting // the reader is about to park, with nothing to read
+	p.Stop()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("Recv after Stop: %v, want ErrStopped", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Recv still waits a minute after Stop")
+	}
+}
