@@ -103,6 +103,9 @@ func TestRunErrors(t *testing.T) {
 		{"missing file", []string{"-in", filepath.Join(tmp, "nope.jsonl"), "-out", tmp}, 1, "nope.jsonl"},
 		{"malformed line", []string{"-in", bad, "-out", tmp}, 1, "line 2"},
 		{"out is a file", []string{"-in", results, "-out", notDir}, 1, "ringplot: "},
+		{"-in and -bars", []string{"-in", results, "-bars", bad, "-out", tmp}, 2, "exclude each other"},
+		{"-title without -bars", []string{"-in", results, "-title", "x", "-out", tmp}, 2, "-title goes with -bars"},
+		{"malformed bars", []string{"-bars", bad, "-out", filepath.Join(tmp, "x.svg")}, 1, "bad.jsonl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runMain(t, "", tc.args...)
@@ -116,6 +119,28 @@ func TestRunErrors(t *testing.T) {
 				t.Errorf("stdout %q", out)
 			}
 		})
+	}
+}
+
+func TestRunBars(t *testing.T) {
+	tmp := t.TempDir()
+	in := filepath.Join(tmp, "t.csv")
+	if err := os.WriteFile(in, []byte("# a note\nserver,B per conn\nstd,7912\ngnet,582\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "t.svg")
+	code, stdout, errs := runMain(t, "", "-bars", in, "-title", "Memory", "-out", out)
+	if code != 0 || stdout != out+"\n" || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, errs)
+	}
+	svg, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">Memory<", ">B per conn<", ">std<", ">7912<", ">gnet<", ">582<"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
 	}
 }
 
