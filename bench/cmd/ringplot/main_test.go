@@ -14,11 +14,7 @@ const results = "../../charts/testdata/results.jsonl"
 // using it do not run in parallel: it swaps os.Stdin.
 func runMain(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	in := filepath.Join(t.TempDir(), "stdin")
-	if err := os.WriteFile(in, []byte(stdin), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(in)
+	f, err := os.Open(writeFile(t, t.TempDir(), "stdin", stdin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +25,16 @@ func runMain(t *testing.T, stdin string, args ...string) (code int, stdout, stde
 	var out, errb bytes.Buffer
 	code = run(args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// writeFile writes data to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestRun(t *testing.T) {
@@ -82,14 +88,8 @@ func TestRunEmpty(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	tmp := t.TempDir()
-	bad := filepath.Join(tmp, "bad.jsonl")
-	if err := os.WriteFile(bad, []byte("{\"kind\":\"run\"}\n{oops\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	notDir := filepath.Join(tmp, "file")
-	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := writeFile(t, tmp, "bad.jsonl", "{\"kind\":\"run\"}\n{oops\n")
+	notDir := writeFile(t, tmp, "file", "")
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -124,10 +124,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestRunBars(t *testing.T) {
 	tmp := t.TempDir()
-	in := filepath.Join(tmp, "t.csv")
-	if err := os.WriteFile(in, []byte("# a note\nserver,B per conn\nstd,7912\ngnet,582\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in := writeFile(t, tmp, "t.csv", "# a note\nserver,B per conn\nstd,7912\ngnet,582\n")
 	out := filepath.Join(tmp, "t.svg")
 	code, stdout, errs := runMain(t, "", "-bars", in, "-title", "Memory", "-out", out)
 	if code != 0 || stdout != out+"\n" || errs != "" {
