@@ -37,7 +37,8 @@ const (
 	EngineUringReactor
 	// EngineUringSQPoll is EngineUring on SQPOLL rings: a kernel thread
 	// takes submissions, and writers submit sends on mutex-guarded send
-	// rings. It needs spare cores (see WithSQPollCPU).
+	// rings. It needs spare cores: its kernel thread
+	// spins for 10 ms after each submission.
 	EngineUringSQPoll
 )
 

@@ -21,16 +21,14 @@ func startEngine(k engineKey) (poll.Engine, error) {
 		return epoll.New(k.loops)
 	}
 	return uringp.New(m, k.loops, uringp.Tuning{
-		SQEntries:    k.ring.sqEntries,
-		CQEntries:    k.ring.cqEntries,
-		Buffers:      k.ring.buffers,
-		BufferSize:   k.ring.bufferSize,
-		SQThreadIdle: k.ring.sqIdle,
-		SQThreadCPU:  k.ring.sqCPU,
-		NoRecvLimit:  k.ring.noRecvLimit,
-		BusyPoll:     k.ring.busyPoll,
-		MoveEvery:    k.ring.moveEvery,
-		CPUs:         parseCPUList(k.ring.cpus),
+		SQEntries:   k.ring.sqEntries,
+		CQEntries:   k.ring.cqEntries,
+		Buffers:     k.ring.buffers,
+		BufferSize:  k.ring.bufferSize,
+		NoRecvLimit: k.ring.noRecvLimit,
+		BusyPoll:    k.ring.busyPoll,
+		MoveEvery:   k.ring.moveEvery,
+		CPUs:        parseCPUList(k.ring.cpus),
 	})
 }
 

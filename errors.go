@@ -31,22 +31,12 @@ var (
 
 	// ErrInvalidOption is wrapped by the error of a call that takes
 	// options (Listen, Dial, NewServer, the packet and file calls) when
-	// an option is malformed, and by ParseEngine's for a name that is no
-	// engine's (and so by a bad RINGPOLL_ENGINE); the error names the
-	// option and its valid range.
+	// an option is malformed (the error names it and its valid range), or
+	// is one the call does not take or the engine named by WithEngine
+	// does not use (the error names the option and the call, and says
+	// where the option applies; see Option); and by ParseEngine's for a
+	// name that is no engine's (and so by a bad RINGPOLL_ENGINE).
 	ErrInvalidOption = errors.New("ringpoll: invalid option")
-
-	// ErrOptionNotApplicable is wrapped by the error of a call given an
-	// option it does not take (see Option), or one that the engine named
-	// by WithEngine does not use; the error names the option and the
-	// call, and says where the option applies.
-	ErrOptionNotApplicable = errors.New("ringpoll: option not applicable")
-
-	// ErrListenerMismatch is wrapped by Serve's error for a listener it
-	// cannot serve: one not from Listen, or one on another engine than
-	// the Server's WithEngine, or made with other engine options
-	// (WithLoops, WithBufferRing...) than the Server was given.
-	ErrListenerMismatch = errors.New("ringpoll: the listener does not fit the Server")
 
 	// ErrBufferFull is returned (in a *net.OpError) by Reader.Until when
 	// the input high-water mark of bytes holds no delimiter: a peer cannot
@@ -64,12 +54,6 @@ var (
 	// again when more input arrives.
 	ErrWouldBlock = poll.ErrWouldBlock
 
-	// ErrInline is wrapped by the error of a call that waits for the
-	// event loop, made by a handler that runs inline on that loop
-	// (WithInlineHandler): Conn.SendFile. Make the call from a pooled
-	// handler (the default) or another goroutine.
-	ErrInline = errors.New("ringpoll: the call would wait for the loop its inline handler runs on")
-
 	// ErrIdleTimeout is returned (in a *net.OpError) by the calls on a
 	// connection that its idle timer closed (WithIdleTimeout): reads,
 	// writes, deadlines, Close. The connection is closed as if by Close,
@@ -77,7 +61,8 @@ var (
 	ErrIdleTimeout error = idleTimeoutError{}
 )
 
-// The errors of calls given arguments no correct program passes: not
+// The errors of calls given arguments no correct program passes, or made
+// where no correct program makes them: not
 // exported, as net exports none for its own, since a caller fixes the call
 // rather than tests for them. Each message names the call.
 var (
@@ -92,6 +77,18 @@ var (
 	// Writer.WriteDirect (and LinkBuffer's) given a count larger than
 	// MallocLen, the bytes written since the last Flush.
 	errBeyondWritten = errors.New("ringpoll: count beyond the bytes written since the last Flush")
+
+	// errListenerMismatch is wrapped by Serve's error for a listener it
+	// cannot serve: one not from Listen, or one on another engine than
+	// the Server's WithEngine, or made with other engine options
+	// (WithLoops, WithBufferRing...) than the Server was given.
+	errListenerMismatch = errors.New("ringpoll: the listener does not fit the Server")
+
+	// errInline is wrapped by the error of a call that waits for the
+	// event loop, made by a handler that runs inline on that loop
+	// (WithInlineHandler): Conn.SendFile. Make the call from a pooled
+	// handler (the default) or another goroutine.
+	errInline = errors.New("ringpoll: the call would wait for the loop its inline handler runs on")
 )
 
 type idleTimeoutError struct{}

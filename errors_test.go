@@ -111,7 +111,7 @@ func TestErrors(t *testing.T) {
 			}
 			defer ln.Close()
 			return srv.Serve(ln)
-		}, want: []error{ErrListenerMismatch}},
+		}, want: []error{errListenerMismatch}},
 		{name: "Serve a listener of another engine", noConn: true, err: func(t *testing.T, _ *Conn) error {
 			srv, err := NewServer(tsEchoHandler, WithEngine(EngineEpoll))
 			if err != nil {
@@ -120,7 +120,7 @@ func TestErrors(t *testing.T) {
 			defer srv.Shutdown(context.Background())
 			needUring(t)
 			return srv.Serve(listen(t, EngineUring, "tcp"))
-		}, want: []error{ErrListenerMismatch}},
+		}, want: []error{errListenerMismatch}},
 	}
 	verify := func(t *testing.T, c check, err error) {
 		t.Helper()

@@ -19,7 +19,7 @@ import (
 // call fail with an error that names it and wraps ErrInvalidOption, and
 // one the call does not take (WithGRO given to Listen), or that the
 // engine named by WithEngine does not use (WithBusyPoll on EngineEpoll),
-// with an error that names both and wraps ErrOptionNotApplicable. Under
+// with an error that names both and wraps ErrInvalidOption too. Under
 // EngineAuto (the default) such engine options are accepted, and have no
 // effect on an engine that does not use them: which engine auto picks
 // depends on the machine. Of two options of one kind, the later wins.
@@ -61,8 +61,6 @@ type config struct {
 type ringTuning struct {
 	sqEntries, cqEntries uint32
 	buffers, bufferSize  int
-	sqIdle               time.Duration
-	sqCPU                int // 1 + CPU; 0: not pinned
 	noRecvLimit          bool
 	busyPoll             time.Duration // WithBusyPoll; 0: off
 	cpus                 string        // WithLoopCPUs, as "0,2" (comparable, for the engine key)
@@ -312,46 +310,13 @@ func WithBufferRing(count, size int) Option {
 	}
 }
 
-// WithSQPollIdle sets how long the kernel's SQPOLL thread of a
-// uring-sqpoll loop keeps polling after the last submission before it
-// sleeps (whole milliseconds, 1 ms to 10 s). Default: 10 ms. Taken where
-// WithLoops is, on engine uring-sqpoll (or auto, which picks it only when
-// RINGPOLL_ENGINE says so).
-func WithSQPollIdle(d time.Duration) Option {
-	return func(c *config) {
-		c.give(optSQPollIdle)
-		if d < time.Millisecond || d > 10*time.Second {
-			c.fail("WithSQPollIdle(%v): must be from 1ms to 10s", d)
-			return
-		}
-		c.ring.sqIdle = d
-	}
-}
-
-// WithSQPollCPU pins the kernel's SQPOLL thread of uring-sqpoll loops to
-// cpu. Give it a core the application does not use: the thread spins while
-// traffic flows. Default: not pinned. Taken where WithLoops is, on engine
-// uring-sqpoll (or auto, which picks it only when RINGPOLL_ENGINE says
-// so).
-func WithSQPollCPU(cpu int) Option {
-	return func(c *config) {
-		c.give(optSQPollCPU)
-		if cpu < 0 || cpu >= 1<<16 {
-			c.fail("WithSQPollCPU(%d): not a CPU number", cpu)
-			return
-		}
-		c.ring.sqCPU = cpu + 1
-	}
-}
-
 // WithLoopCPUs pins the event loops' threads to cpus, loop i to
 // cpus[i mod len(cpus)], so that they run beside (or away from) the CPUs
 // taking the network's interrupts and softirqs: `ringtune plan` says which.
 // An io_uring loop then locks its thread and pins it; a PacketServer pins
 // the reader of socket i the same way (with WithCPUSteering, socket i gets
 // the datagrams CPU i received). A uring-sqpoll loop's kernel SQ thread
-// goes to its loop's CPU, unless WithSQPollCPU puts all of them
-// elsewhere. Each CPU must be one this process may run on. Taken where
+// goes to its loop's CPU. Each CPU must be one this process may run on. Taken where
 // WithLoops is, on the io_uring engines (epoll loops wait in Go's poller,
 // on no thread of their own to pin), and by NewPacketServer on any engine.
 func WithLoopCPUs(cpus ...int) Option {

@@ -14,10 +14,10 @@ import (
 // one lands within its documented range, the first bad option is the one
 // reported, and nothing panics.
 func FuzzOptions(f *testing.F) {
-	f.Add(uint8(0), 1, 4096, 4096, int64(0), int64(time.Second), 4096, 4096, int64(time.Millisecond), 0, uint8(0))
-	f.Add(uint8(5), 0, 1, -1, int64(-1), int64(-1), 3, 100, int64(0), -1, uint8(3))
-	f.Add(uint8(99), 1025, 1<<30, 1<<20, int64(1<<62), int64(5*time.Second), 1<<15, 1<<20, int64(10*time.Second), 1<<16, uint8(7))
-	f.Fuzz(func(t *testing.T, engine uint8, loops, inHigh, outHigh int, idle, drain int64, ringCount, ringSize int, sqIdle int64, sqCPU int, order uint8) {
+	f.Add(uint8(0), 1, 4096, 4096, int64(0), int64(time.Second), 4096, 4096, int64(time.Millisecond), uint8(0))
+	f.Add(uint8(5), 0, 1, -1, int64(-1), int64(-1), 3, 100, int64(0), uint8(3))
+	f.Add(uint8(99), 1025, 1<<30, 1<<20, int64(1<<62), int64(5*time.Second), 1<<15, 1<<20, int64(10*time.Second), uint8(7))
+	f.Fuzz(func(t *testing.T, engine uint8, loops, inHigh, outHigh int, idle, drain int64, ringCount, ringSize int, busy int64, order uint8) {
 		type opt struct {
 			name string // the option, as its error names it
 			ok   bool   // whether the value is valid
@@ -32,11 +32,8 @@ func FuzzOptions(f *testing.F) {
 			{"WithDrainTimeout(", drain >= 0, WithDrainTimeout(time.Duration(drain))},
 			{"WithBufferRing(", ringCount >= 1 && ringCount <= 1<<15 && ringCount&(ringCount-1) == 0 &&
 				ringSize >= 512 && ringSize <= 1<<20, WithBufferRing(ringCount, ringSize)},
-			{"WithSQPollIdle(", sqIdle >= int64(time.Millisecond) && sqIdle <= int64(10*time.Second),
-				WithSQPollIdle(time.Duration(sqIdle))},
-			{"WithSQPollCPU(", sqCPU >= 0 && sqCPU < 1<<16, WithSQPollCPU(sqCPU)},
-			{"WithBusyPoll(", sqIdle >= int64(time.Microsecond) && sqIdle <= int64(10*time.Millisecond),
-				WithBusyPoll(time.Duration(sqIdle))},
+			{"WithBusyPoll(", busy >= int64(time.Microsecond) && busy <= int64(10*time.Millisecond),
+				WithBusyPoll(time.Duration(busy))},
 		}
 		// Rotate the order, so that every option gets to be first.
 		k := int(order) % len(opts)
@@ -65,8 +62,7 @@ func FuzzOptions(f *testing.F) {
 		if c.engine != Engine(engine) || c.loops != loops || c.inHigh != inHigh || c.outHigh != outHigh ||
 			c.idle != time.Duration(idle) || c.drain != time.Duration(drain) ||
 			c.ring.buffers != ringCount || c.ring.bufferSize != ringSize ||
-			c.ring.sqIdle != time.Duration(sqIdle) || c.ring.sqCPU != sqCPU+1 ||
-			c.ring.busyPoll != time.Duration(sqIdle) {
+			c.ring.busyPoll != time.Duration(busy) {
 			t.Fatalf("options not applied as given: %+v", c)
 		}
 		if pc := c.pollConfig(); pc.InputLowWater > pc.InputHighWater || pc.OutputLowWater > pc.OutputHighWater {

@@ -93,8 +93,6 @@ const (
 	optInlineHandler
 	optLogger
 	optBufferRing
-	optSQPollIdle
-	optSQPollCPU
 	optLoopCPUs
 	optBusyPoll
 	optReusePort
@@ -124,7 +122,6 @@ type optionRule struct {
 var (
 	ringEngines     = engineSetOf(EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll)
 	bufferEngines   = engineSetOf(EngineUring, EngineUringHybrid, EngineUringSQPoll)
-	sqpollEngines   = engineSetOf(EngineUringSQPoll)
 	busyPollEngines = engineSetOf(EngineUring, EngineUringHybrid, EngineUringReactor)
 )
 
@@ -140,10 +137,6 @@ var optionRules = [numOptions]optionRule{
 	optBufferRing: {name: "WithBufferRing", in: inEngine, engines: bufferEngines, same: func(a, b *config) bool {
 		return a.ring.buffers == b.ring.buffers && a.ring.bufferSize == b.ring.bufferSize
 	}},
-	optSQPollIdle: {name: "WithSQPollIdle", in: inEngine, engines: sqpollEngines,
-		same: func(a, b *config) bool { return a.ring.sqIdle == b.ring.sqIdle }},
-	optSQPollCPU: {name: "WithSQPollCPU", in: inEngine, engines: sqpollEngines,
-		same: func(a, b *config) bool { return a.ring.sqCPU == b.ring.sqCPU }},
 	optLoopCPUs: {name: "WithLoopCPUs", in: inEngine | inNewPacketServer, engines: ringEngines,
 		same: func(a, b *config) bool { return a.ring.cpus == b.ring.cpus }},
 	optBusyPoll: {name: "WithBusyPoll", in: inEngine, engines: busyPollEngines,
@@ -156,11 +149,11 @@ var optionRules = [numOptions]optionRule{
 }
 
 // notApplicableError is the error of an option given to a constructor
-// that does not take it: it names both, and wraps ErrOptionNotApplicable.
+// that does not take it: it names both, and wraps ErrInvalidOption.
 type notApplicableError string
 
 func (e notApplicableError) Error() string { return string(e) }
-func (e notApplicableError) Unwrap() error { return ErrOptionNotApplicable }
+func (e notApplicableError) Unwrap() error { return ErrInvalidOption }
 
 // give records that option id was given.
 func (c *config) give(id optionID) { c.given |= 1 << id }
@@ -193,7 +186,7 @@ func (c *config) refuse(t taker) {
 
 // configFor returns the configuration of opts for constructor t: the
 // options applied (a malformed one is an error, wrapping
-// ErrInvalidOption), then checked against t (ErrOptionNotApplicable).
+// ErrInvalidOption), then checked against t (the same).
 func configFor(t taker, opts []Option) (*config, error) {
 	c, err := newConfig(opts)
 	if err != nil {

@@ -30,8 +30,6 @@ var otTakes = map[string][]string{
 	"WithLogger":          otAll,
 	"WithLoops":           {"Listen", "Dial", "NewServer", "OpenFile", "NewFile"},
 	"WithBufferRing":      {"Listen", "Dial", "NewServer", "OpenFile", "NewFile"},
-	"WithSQPollIdle":      {"Listen", "Dial", "NewServer", "OpenFile", "NewFile"},
-	"WithSQPollCPU":       {"Listen", "Dial", "NewServer", "OpenFile", "NewFile"},
 	"WithBusyPoll":        {"Listen", "Dial", "NewServer", "OpenFile", "NewFile"},
 	"WithLoopCPUs":        {"Listen", "Dial", "NewServer", "OpenFile", "NewFile", "NewPacketServer"},
 	"WithInputHighWater":  {"Listen", "Dial", "NewServer"},
@@ -51,8 +49,6 @@ var otTakes = map[string][]string{
 // others' every engine takes.
 var otEngines = map[string][]Engine{
 	"WithBufferRing": {EngineUring, EngineUringHybrid, EngineUringSQPoll},
-	"WithSQPollIdle": {EngineUringSQPoll},
-	"WithSQPollCPU":  {EngineUringSQPoll},
 	"WithLoopCPUs":   {EngineUring, EngineUringHybrid, EngineUringReactor, EngineUringSQPoll},
 	"WithBusyPoll":   {EngineUring, EngineUringHybrid, EngineUringReactor},
 }
@@ -65,8 +61,6 @@ func otOptions(t *testing.T) map[string]Option {
 		"WithLogger":          WithLogger(slog.New(slog.DiscardHandler)),
 		"WithLoops":           WithLoops(1),
 		"WithBufferRing":      WithBufferRing(64, 4096),
-		"WithSQPollIdle":      WithSQPollIdle(5 * time.Millisecond),
-		"WithSQPollCPU":       WithSQPollCPU(cpu),
 		"WithBusyPoll":        WithBusyPoll(10 * time.Microsecond),
 		"WithLoopCPUs":        WithLoopCPUs(cpu),
 		"WithInputHighWater":  WithInputHighWater(64 << 10),
@@ -182,14 +176,14 @@ func otConstructors(t *testing.T) map[string]func(opts ...Option) error {
 
 // otCheck holds err, constructor ctor's with option opt, to what the
 // tables say: nil where the option applies, else an error naming both
-// and matching ErrOptionNotApplicable.
+// and matching ErrInvalidOption.
 func otCheck(t *testing.T, ctor, opt string, applies bool, err error) {
 	t.Helper()
 	switch {
 	case applies && err != nil:
 		t.Errorf("%s with %s: %v, want no error", ctor, opt, err)
-	case !applies && !errors.Is(err, ErrOptionNotApplicable):
-		t.Errorf("%s with %s: %v, want an error matching ErrOptionNotApplicable", ctor, opt, err)
+	case !applies && !errors.Is(err, ErrInvalidOption):
+		t.Errorf("%s with %s: %v, want an error matching ErrInvalidOption", ctor, opt, err)
 	case !applies && !strings.Contains(err.Error(), "ringpoll: "+ctor+" ") ||
 		!applies && !strings.Contains(err.Error(), " does not take "+opt+" "):
 		t.Errorf("%s with %s: the error %q does not name both", ctor, opt, err)
@@ -199,7 +193,7 @@ func otCheck(t *testing.T, ctor, opt string, applies bool, err error) {
 // TestOptionTakers walks every exported option against every
 // constructor: where otTakes says it applies the call succeeds (under
 // EngineAuto, the default, whichever engine that picks here), elsewhere
-// it fails with ErrOptionNotApplicable naming both. Then every option
+// it fails with ErrInvalidOption naming both. Then every option
 // Listen takes against every engine named with WithEngine, which refuses
 // the options otEngines does not give it. The tables must name exactly
 // the exported options and constructors, read from the package's source,
@@ -292,7 +286,7 @@ func isIdent(e ast.Expr, name string) bool {
 
 // TestOptionsServerEngine: a Server given an engine option serves only
 // listeners whose engine was made with the same; Serve refuses another
-// with ErrListenerMismatch naming the option.
+// with errListenerMismatch naming the option.
 func TestOptionsServerEngine(t *testing.T) {
 	ln := listen(t, EngineEpoll, "tcp", WithLoops(1))
 	other, err := NewServer(tsEchoHandler, WithLoops(2))
@@ -300,8 +294,8 @@ func TestOptionsServerEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Shutdown(context.Background())
-	if err := other.Serve(ln); !errors.Is(err, ErrListenerMismatch) || !strings.Contains(err.Error(), "WithLoops") {
-		t.Fatalf("Serve of a listener with another loop count: %v, want ErrListenerMismatch naming WithLoops", err)
+	if err := other.Serve(ln); !errors.Is(err, errListenerMismatch) || !strings.Contains(err.Error(), "WithLoops") {
+		t.Fatalf("Serve of a listener with another loop count: %v, want errListenerMismatch naming WithLoops", err)
 	}
 	tsServeHandler(t, ln, tsEchoHandler, WithEngine(EngineEpoll), WithLoops(1))
 	if err := tsEchoOnce(tsDialStd(t, "tcp", ln.Addr().String()), "same loops"); err != nil {

@@ -34,7 +34,7 @@ import (
 // f may be on any engine. SendFile is safe for concurrent use with the
 // Conn's other methods; concurrent writes wait for it. It cannot run in a
 // handler inline on the event loop (WithInlineHandler), which it would
-// wait for: that fails with an error wrapping ErrInline.
+// wait for: that fails with an error saying so.
 func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 	switch {
 	case f == nil:
@@ -42,7 +42,7 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 	case off < 0 || n < 0:
 		return 0, c.opError("sendfile", fmt.Errorf("ringpoll: SendFile(off %d, n %d): %w", off, n, errNegativeCount))
 	case c.fd.NoBlock:
-		return 0, c.opError("sendfile", ErrInline)
+		return 0, c.opError("sendfile", errInline)
 	}
 	if err := c.fd.LockOutput(); err != nil {
 		return 0, c.opError("sendfile", err)

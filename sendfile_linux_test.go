@@ -257,7 +257,7 @@ func sfStop(t *testing.T, e Engine, stop func(c *Conn, f *File) error, want erro
 
 // TestConnSendFileBadInput: a nil file, negative offsets and counts, a
 // closed file and a closed connection fail with clear errors; a handler
-// running inline on the loop gets ErrInline.
+// running inline on the loop gets errInline.
 func TestConnSendFileBadInput(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		f, _ := sfFile(t, e, 100)
@@ -294,8 +294,8 @@ func TestConnSendFileBadInput(t *testing.T) {
 		}, WithInlineHandler())
 		peer := tsDialStd(t, "tcp", ln.Addr().String())
 		peer.Write([]byte("go"))
-		if err := tsRecv(t, errs, "the inline handler's SendFile"); !errors.Is(err, ErrInline) {
-			t.Fatalf("SendFile in an inline handler: %v, want ErrInline", err)
+		if err := tsRecv(t, errs, "the inline handler's SendFile"); !errors.Is(err, errInline) {
+			t.Fatalf("SendFile in an inline handler: %v, want errInline", err)
 		}
 	})
 }

@@ -92,20 +92,22 @@ func NewServer(h Handler, opts ...Option) (*Server, error) {
 
 // Serve accepts connections on ln and runs the handler for them until ln
 // fails or the Server shuts down, when it returns ErrServerClosed. ln must
-// come from Listen.
+// come from Listen, on the Server's engine and with the engine options the
+// Server was given (WithLoops, WithBufferRing...); Serve fails at once,
+// naming the difference, for any other.
 func (s *Server) Serve(ln net.Listener) error {
 	l, ok := ln.(*Listener)
 	if !ok {
-		return fmt.Errorf("%w: Serve needs a listener from ringpoll.Listen, not %T", ErrListenerMismatch, ln)
+		return fmt.Errorf("%w: Serve needs a listener from ringpoll.Listen, not %T", errListenerMismatch, ln)
 	}
 	if s.cfg.engineSet {
 		want, _ := s.cfg.engine.resolve(s.cfg.logger)
 		if got := l.eng.key.engine; want != got {
-			return fmt.Errorf("%w: the Server wants engine %s but the listener runs %s", ErrListenerMismatch, want, got)
+			return fmt.Errorf("%w: the Server wants engine %s but the listener runs %s", errListenerMismatch, want, got)
 		}
 	}
 	if name := engineMismatch(s.cfg, l.cfg); name != "" {
-		return fmt.Errorf("%w: the Server's %s differs from the listener's", ErrListenerMismatch, name)
+		return fmt.Errorf("%w: the Server's %s differs from the listener's", errListenerMismatch, name)
 	}
 	if !s.track(l) {
 		return ErrServerClosed
