@@ -48,7 +48,7 @@ type fwScenario struct {
 var (
 	hertzServers = []string{"hertz-ringpoll", "hertz-netpoll", "hertz-std"}
 	httpServers  = []string{"http-ringpoll", "http-ringpoll-epoll", "http-std"}
-	grpcServers  = []string{"grpc-ringpoll", "grpc-std"}
+	grpcServers  = []string{"grpc-ringpoll", "grpc-ringpoll-epoll", "grpc-std"}
 	quicServers  = []string{"quic-ringpoll", "quic-std"}
 )
 
@@ -63,7 +63,7 @@ var fwScenarios = []fwScenario{
 	{name: "h2c-hello", about: "net/http with h2c, GET /hello (13 B), HTTP/2 without TLS (prior knowledge), h2load", client: "h2load",
 		path: "/hello", check: "h2c-hello", mode: "h2c", size: 13, servers: httpServers, ref: "http-std", h2c: true},
 	{name: "file", about: "net/http, http.ServeFile download, HTTP/1.1 keep-alive, wrk", client: "wrk", path: "/file", check: "file",
-		mode: "http1", servers: []string{"http-ringpoll", "http-std"}, ref: "http-std", file: true, bytes: true},
+		mode: "http1", servers: []string{"http-ringpoll", "http-ringpoll-epoll", "http-std"}, ref: "http-std", file: true, bytes: true},
 	{name: "grpc-unary", about: "grpc-go benchmark service, unary calls, grpc-go's benchmark client", client: "grpc", check: "grpc-unary",
 		mode: "unary", servers: grpcServers, ref: "grpc-std"},
 	{name: "grpc-stream", about: "grpc-go benchmark service, ping-pong on streams, grpc-go's benchmark client", client: "grpc",

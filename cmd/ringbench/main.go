@@ -72,14 +72,15 @@
 //     loaded by h2load (HTTP/2 with prior knowledge, -fw-h2-conns
 //     connections of -fw-h2-streams streams);
 //   - file: an http.ServeFile download of a -fw-file-mib file the harness
-//     writes, ringpoll listener against std, by wrk over -fw-file-conns
+//     writes, ringpoll listener (the default engine, and epoll) against
+//     std, by wrk over -fw-file-conns
 //     connections (HTTP/1.1, where net/http hands the file to the
 //     connection's ReadFrom when it has one, sendfile on std net; HTTP/2
 //     would frame it in user space), compared in bytes per server
 //     CPU-second;
 //   - grpc-unary, grpc-stream: grpc-go's benchmark service
-//     (benchmark.StartServer) on a ringpoll listener and on std net (the
-//     reference), loaded by grpc-go's own benchmark client
+//     (benchmark.StartServer) on a ringpoll listener (the default engine,
+//     and epoll) and on std net (the reference), loaded by grpc-go's own benchmark client
 //     (google.golang.org/grpc/benchmark/client, built from the bench
 //     module) at -fw-grpc-conns connections of -fw-grpc-rpcs calls each;
 //   - quic-bulk, quic-small: quic-go (a quic.Transport) on the MessageConn

@@ -20,9 +20,10 @@
 //     encoding/json), and with -file PATH they serve that file at /file
 //     with http.ServeFile. -h2c lets clients speak HTTP/2 without TLS
 //     (prior knowledge; http.Server's Protocols) as well as HTTP/1.1.
-//   - grpc-ringpoll, grpc-std: grpc-go's benchmark service
-//     (google.golang.org/grpc/benchmark.StartServer, protobuf codec) on a
-//     ringpoll.Listen listener or on net.Listen.
+//   - grpc-ringpoll, grpc-ringpoll-epoll, grpc-std: grpc-go's benchmark
+//     service (google.golang.org/grpc/benchmark.StartServer, protobuf
+//     codec) on a ringpoll.Listen listener (the default engine, or epoll)
+//     or on net.Listen.
 //   - quic-ringpoll, quic-std: quic-go (quic.Transport.Listen, TLS 1.3
 //     with a self-signed certificate made at start, ALPN "ringbench") on
 //     the MessageConn of a ringpoll.ListenPacket socket (the default
@@ -74,7 +75,7 @@ const stopTimeout = 2 * time.Second
 var kinds = []string{
 	"hertz-ringpoll", "hertz-netpoll", "hertz-std",
 	"http-ringpoll", "http-ringpoll-epoll", "http-std",
-	"grpc-ringpoll", "grpc-std",
+	"grpc-ringpoll", "grpc-ringpoll-epoll", "grpc-std",
 	"quic-ringpoll", "quic-std",
 }
 
@@ -195,7 +196,7 @@ func start(cfg config) (*running, error) {
 	switch cfg.kind {
 	case "hertz-ringpoll", "hertz-netpoll", "hertz-std":
 		return startHertz(cfg)
-	case "grpc-ringpoll", "grpc-std":
+	case "grpc-ringpoll", "grpc-ringpoll-epoll", "grpc-std":
 		return startGRPC(cfg)
 	case "quic-ringpoll", "quic-std":
 		return startQUIC(cfg)

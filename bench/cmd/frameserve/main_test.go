@@ -35,6 +35,7 @@ func TestServers(t *testing.T) {
 		{"http-ringpoll-epoll", false, []string{"hello", "json", "file"}},
 		{"http-std", true, []string{"hello", "json", "h2c-hello", "file"}},
 		{"grpc-ringpoll", false, []string{"grpc-unary", "grpc-stream"}},
+		{"grpc-ringpoll-epoll", false, []string{"grpc-unary", "grpc-stream"}},
 		{"grpc-std", false, []string{"grpc-unary", "grpc-stream"}},
 		{"quic-ringpoll", false, []string{"quic-bulk", "quic-small"}},
 		{"quic-std", false, []string{"quic-bulk", "quic-small"}},

@@ -17,7 +17,7 @@ func listen(kind, addr string) (net.Listener, error) {
 	switch kind {
 	case "hertz-ringpoll", "http-ringpoll", "grpc-ringpoll":
 		return ringpoll.Listen("tcp", addr)
-	case "http-ringpoll-epoll":
+	case "http-ringpoll-epoll", "grpc-ringpoll-epoll":
 		return ringpoll.Listen("tcp", addr, ringpoll.WithEngine(ringpoll.EngineEpoll))
 	}
 	return net.Listen("tcp", addr)
