@@ -190,6 +190,10 @@ func answer(st *quic.Stream) {
 	st.Close()
 }
 
+// testAsked, if set, runs in Ask between writing the ask and closing the
+// stream's sending side (tests).
+var testAsked func(*quic.Stream)
+
 // Ask opens a stream on conn, asks for n bytes and reads the answer into
 // buf (of any length above zero), returning how many bytes came. With
 // verify it checks every byte against the pattern, else only the length.
@@ -206,7 +210,16 @@ func Ask(ctx context.Context, conn *quic.Conn, n int64, buf []byte, verify bool)
 		st.CancelRead(CodeWrong)
 		return 0, fmt.Errorf("writing the ask: %w", err)
 	}
+	if testAsked != nil {
+		testAsked(st)
+	}
 	if err := st.Close(); err != nil {
+		// The server may have refused the ask already: its STOP_SENDING
+		// fails Close, and the RESET_STREAM it sends with it says why.
+		var se *quic.StreamError
+		if _, rerr := st.Read(buf); errors.As(rerr, &se) {
+			err = rerr
+		}
 		st.CancelRead(CodeWrong)
 		return 0, fmt.Errorf("closing the ask: %w", err)
 	}

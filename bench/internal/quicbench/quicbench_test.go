@@ -69,6 +69,33 @@ func TestAsk(t *testing.T) {
 	}
 }
 
+// TestAskRefusedBeforeClose: a refusal that arrives before the client
+// closed its ask (the server's STOP_SENDING fails the Close) is reported
+// as the server's reset, as one that arrives later is.
+func TestAskRefusedBeforeClose(t *testing.T) {
+	addr := serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, addr.String(), ClientTLS(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	testAsked = func(st *quic.Stream) {
+		// The sending side's context ends when the peer's STOP_SENDING
+		// arrives.
+		select {
+		case <-st.Context().Done():
+		case <-ctx.Done():
+		}
+	}
+	defer func() { testAsked = nil }()
+	var se *quic.StreamError
+	if _, err := Ask(ctx, conn, MaxAsk+1, make([]byte, 1500), false); !errors.As(err, &se) || se.ErrorCode != CodeRefused {
+		t.Errorf("an ask above MaxAsk, refused before Close: %v, want a reset with CodeRefused", err)
+	}
+}
+
 // TestMatches: the pattern matches itself at any offset and nothing
 // else.
 func TestMatches(t *testing.T) {
