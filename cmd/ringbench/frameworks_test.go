@@ -57,8 +57,10 @@ func TestFwConfig(t *testing.T) {
 	if !slices.Equal(fc.connsOf(file), []int{1, 2}) || !slices.Equal(fc.connsOf(grpc), []int{5}) || fc.depthOf(grpc) != 7 || fc.depthOf(file) != 1 {
 		t.Errorf("conns %v and %v, depth %d", fc.connsOf(file), fc.connsOf(grpc), fc.depthOf(grpc))
 	}
-	if n := fc.fwTotalRuns(); n != 3*(2*2+2*1) {
-		t.Errorf("%d runs, want 18", n)
+	// Three repeats of three servers each: two counts of connections for
+	// the file, one for gRPC.
+	if n := fc.fwTotalRuns(); n != 3*(3*2+3*1) {
+		t.Errorf("%d runs, want 27", n)
 	}
 	fc, err = fwParse("-fw-scenarios", "quic-small,quic-bulk", "-fw-quic-conns", "10,50", "-fw-quic-streams", "4",
 		"-fw-quic-bulk-conns", "3", "-fw-quic-bulk-mib", "8")
