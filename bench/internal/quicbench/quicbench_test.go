@@ -35,15 +35,23 @@ func serve(t *testing.T) net.Addr {
 
 // TestAsk: answers of every size come back as the pattern, byte for byte,
 // on streams at once on one connection; an ask above MaxAsk is refused.
-func TestAsk(t *testing.T) {
+// dialServer starts a server and dials it; the context bounds the test's
+// waits, and both end with the test.
+func dialServer(t *testing.T) (context.Context, *quic.Conn) {
+	t.Helper()
 	addr := serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	conn, err := quic.DialAddr(ctx, addr.String(), ClientTLS(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.CloseWithError(0, "")
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	return ctx, conn
+}
+
+func TestAsk(t *testing.T) {
+	ctx, conn := dialServer(t)
 	sizes := []int64{0, 1, 64, blockSize - 1, blockSize, blockSize + 1, 4 << 20}
 	errs := make(chan error, len(sizes))
 	for _, n := range sizes {
@@ -73,14 +81,7 @@ func TestAsk(t *testing.T) {
 // closed its ask (the server's STOP_SENDING fails the Close) is reported
 // as the server's reset, as one that arrives later is.
 func TestAskRefusedBeforeClose(t *testing.T) {
-	addr := serve(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, addr.String(), ClientTLS(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
+	ctx, conn := dialServer(t)
 	testAsked = func(st *quic.Stream) {
 		// The sending side's context ends when the peer's STOP_SENDING
 		// arrives.
