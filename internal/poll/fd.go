@@ -36,7 +36,7 @@ type FD struct {
 	inLent   bool        // WriteTo's writer reads consumed input: nothing is released; inMu
 	loopOwns bool        // the loop is sending out; writers must queue; outMu
 	wrClosed bool        // outMu
-	inStop   bool        // reads fail rather than wait for input (StopWaits); inMu
+	inBits   inBits      // inStopped (StopWaits) and the self-read flags (selfread.go); inMu
 	outFull  atomic.Bool // out.Held() >= OutputHighWater; stored under outMu (noteOut)
 	// inHint is the input buffer's grow hint, kept for the buffer fd
 	// takes after giving its own back (inMu).

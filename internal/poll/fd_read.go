@@ -14,6 +14,17 @@ import (
 // held, or returns an error without it: ErrClosed, ErrDeadline, or the input
 // error once fewer than n bytes remain.
 func (fd *FD) lockInput(n int) error {
+	err := fd.waitInput(n)
+	if err != nil {
+		fd.readerGone()
+	}
+	return err
+}
+
+// waitInput is lockInput but for what a reader that stops waiting owes
+// the loop (readerGone). While it waits, a read of the socket the loop
+// leaves it is its own (selfread.go).
+func (fd *FD) waitInput(n int) error {
 	var wake <-chan struct{}
 	for {
 		// Close first: after it every read fails with ErrClosed, as
@@ -25,10 +36,15 @@ func (fd *FD) lockInput(n int) error {
 			return ErrDeadline
 		}
 		fd.inMu.Lock()
+		fd.inBits &^= selfWaiting
 		if fd.Closing() {
 			fd.inMu.Unlock()
 			fd.signalReadable() // pass the news to the next blocked reader
 			return ErrClosed
+		}
+		if fd.inBits&(selfReady|selfReading) == selfReady {
+			fd.readSelf()
+			continue
 		}
 		if fd.inLent {
 			// WriteTo's writer is reading input this reader's release
@@ -59,7 +75,9 @@ func (fd *FD) lockInput(n int) error {
 		if resume {
 			fd.inPaused = false
 		}
+		fd.inBits |= selfWaiting
 		fd.inMu.Unlock()
+		hook(HookInputWait, fd)
 		if resume {
 			fd.Loop.Resume(fd)
 		}

@@ -8,20 +8,20 @@ package poll
 // NoBlock set, whose reads never wait. Safe for concurrent use.
 func (fd *FD) StopWaits() {
 	fd.inMu.Lock()
-	fd.inStop = true
+	fd.inBits |= inStopped
 	fd.inMu.Unlock()
 	fd.signalReadable() // a waiter looks again (lockInput) and sees it
 }
 
 // noWait returns the error of a read that would now wait for input, or
 // nil if it may wait. It locks inMu, which a reader about to wait can
-// afford, so that inStop shares the flags' word.
+// afford, so that its flag shares the flags' word.
 func (fd *FD) noWait() error {
 	if fd.NoBlock {
 		return ErrWouldBlock
 	}
 	fd.inMu.Lock()
-	stop := fd.inStop
+	stop := fd.inBits&inStopped != 0
 	fd.inMu.Unlock()
 	if stop {
 		return ErrStopped

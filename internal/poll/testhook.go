@@ -59,6 +59,15 @@ const (
 	// HookBatchRecv: a ReadBatch, past its deadline check, is about to
 	// call recvmmsg(2), on the reader's goroutine; fd is nil.
 	HookBatchRecv
+	// HookInputWait: a reader found too little input and is about to
+	// wait for more (or fail if it may not wait), on its goroutine.
+	HookInputWait
+	// HookReadLeft: an epoll loop left a read of fd to its blocked
+	// reader (FD.LeaveRead) and is about to tell it.
+	HookReadLeft
+	// HookSelfRead: a blocked reader took the read the loop left it and
+	// is about to read the socket, on the reader's goroutine.
+	HookSelfRead
 )
 
 // testHook is the hook a test set, or nil.

@@ -265,6 +265,9 @@ func (l *loop) runTasks() (stop bool) {
 
 // read reads fd until it has nothing more to give now; see poll.ReadReady.
 func (l *loop) read(fd *poll.FD, short bool) {
+	if fd.LeaveRead(!short) {
+		return // its blocked reader reads it
+	}
 	if poll.ReadReady(fd, short, &l.stats) {
 		// Edge triggering will not report this data again: come back to
 		// it after the other connections.
