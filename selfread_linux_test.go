@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/nettest"
+
 	"github.com/ringpoll/ringpoll/internal/poll"
+	"github.com/ringpoll/ringpoll/internal/poll/epoll"
 )
 
 // selfReadHooks reports, for fd alone, each time its reader is about to
@@ -25,6 +28,7 @@ type selfReadHooks struct {
 // makes, the reader stops until hold is closed (if hold is not nil).
 func hookSelfRead(t *testing.T, fd *poll.FD, hold <-chan struct{}, onLeft func()) *selfReadHooks {
 	t.Helper()
+	t.Cleanup(epoll.SetLeaveTurn(1)) // a turn of one socket leaves reads too
 	h := &selfReadHooks{
 		waiting: make(chan struct{}, 64),
 		left:    make(chan struct{}, 64),
@@ -90,7 +94,8 @@ func readN(c *Conn, n int) <-chan readResult {
 }
 
 // TestSelfReadInOrder: on epoll a reader blocked for input reads its
-// socket itself when it becomes readable (poll.FD.LeaveRead). The reader
+// socket itself when it becomes readable (poll.ReadOrLeave; the loop
+// leaves reads in long turns, here in every turn). The reader
 // is held just before that read (HookSelfRead) while more bytes arrive:
 // the loop must leave that readiness to the reader too (HookReadLeft
 // again) rather than read the new bytes ahead of those the reader is
@@ -186,6 +191,21 @@ func TestSelfReadClosed(t *testing.T) {
 			if !errors.Is(r.err, net.ErrClosed) || len(r.b) != 0 {
 				t.Fatalf("Read: %q, %v; want nothing and net.ErrClosed", r.b, r.err)
 			}
+		})
+	}
+}
+
+// TestSelfReadNettestConn runs nettest.TestConn (I/O, ping-pong, racy
+// reads and writes, deadlines, Close) on epoll with every read left to
+// its blocked reader (a turn of one socket leaves reads): the net.Conn
+// contract holds on that path too.
+func TestSelfReadNettestConn(t *testing.T) {
+	t.Cleanup(epoll.SetLeaveTurn(1))
+	addr := addrSource(t, "tcp4")
+	for _, v := range pipeVariants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			nettest.TestConn(t, makePipe(EngineEpoll, "tcp4", addr, v))
 		})
 	}
 }

@@ -23,12 +23,32 @@ const (
 // out with the socket maybe still readable: the loop must come back to fd
 // by itself, since no new edge will come.
 func ReadReady(fd *FD, short bool, st *Stats) (again bool) {
+	return readReady(fd, short, false, false, st)
+}
+
+// ReadOrLeave is ReadReady for an epoll loop, which leaves the read to
+// fd's blocked reader where inputSpaceOrLeave says (mayLeave: the loop may
+// leave reads this turn).
+func ReadOrLeave(fd *FD, short, mayLeave bool, st *Stats) (again bool) {
+	return readReady(fd, short, true, mayLeave, st)
+}
+
+func readReady(fd *FD, short, ask, mayLeave bool, st *Stats) (again bool) {
 	if fd.Detached() {
 		return false
 	}
 	got := false
 	for budget, burst := ReadBudget, 0; ; {
-		p := fd.InputSpace(ReadSize)
+		var p []byte
+		if ask {
+			ask = false
+			var left bool
+			if p, left = fd.inputSpaceOrLeave(ReadSize, !short, mayLeave); left {
+				return false
+			}
+		} else {
+			p = fd.InputSpace(ReadSize)
+		}
 		if p == nil {
 			break
 		}

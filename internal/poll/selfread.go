@@ -2,7 +2,7 @@ package poll
 
 // A reader blocked for input reads its socket itself. An epoll loop that
 // finds the socket of such a reader readable leaves the read to it
-// (LeaveRead) rather than read ahead of it: the socket is read when its
+// (ReadOrLeave) rather than read ahead of it: the socket is read when its
 // reader wants the bytes, as with net's poller, not as soon as they
 // arrive, when a read may make the kernel send an acknowledgement of its
 // own that a later one would leave to ride on the reply. While the reader
@@ -28,29 +28,31 @@ const (
 	selfReading
 )
 
-// LeaveRead is called by an epoll loop about to read fd, which became
-// readable (hup: with a hang-up, or the loop was asked to read again). It
-// reports whether the loop must leave the read to fd's reader instead: the
-// reader is reading or was left a read already, or it waits for input
-// and none is buffered (nor is input paused, ended, lent or stopped). The
-// reader is then told.
-func (fd *FD) LeaveRead(hup bool) bool {
+// inputSpaceOrLeave is InputSpace for an epoll loop about to read fd, which
+// became readable (hup: with a hang-up, or the loop was asked to read
+// again), unless the read is fd's reader's: the reader is reading or was
+// left a read already, or (if mayLeave) it waits for input and none is
+// buffered (nor is input paused, ended, lent or stopped). Then it tells
+// the reader and reports left.
+func (fd *FD) inputSpaceOrLeave(min int, hup, mayLeave bool) (p []byte, left bool) {
 	fd.inMu.Lock()
-	leave := fd.inBits&(selfReady|selfReading) != 0 ||
-		!hup && fd.inBits&selfWaiting != 0 && !fd.NoBlock && (fd.in == nil || fd.in.Len() == 0) &&
+	left = fd.inBits&(selfReady|selfReading) != 0 ||
+		mayLeave && !hup && fd.inBits&selfWaiting != 0 && !fd.NoBlock && (fd.in == nil || fd.in.Len() == 0) &&
 			!fd.inPaused && !fd.inLent && fd.inBits&inStopped == 0 && fd.inErr == nil
-	if leave {
+	if left {
 		fd.inBits |= selfReady
 		if hup {
 			fd.inBits |= selfHup
 		}
+	} else if !fd.inPaused && fd.inErr == nil && !fd.Closing() {
+		p = fd.input().WriteSpace(min)
 	}
 	fd.inMu.Unlock()
-	if leave {
+	if left {
 		hook(HookReadLeft, fd)
 		fd.signalReadable()
 	}
-	return leave
+	return p, left
 }
 
 // readSelf makes the read the loop left fd's reader, on the reader's

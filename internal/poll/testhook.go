@@ -63,7 +63,7 @@ const (
 	// wait for more (or fail if it may not wait), on its goroutine.
 	HookInputWait
 	// HookReadLeft: an epoll loop left a read of fd to its blocked
-	// reader (FD.LeaveRead) and is about to tell it.
+	// reader (ReadOrLeave) and is about to tell it.
 	HookReadLeft
 	// HookSelfRead: a blocked reader took the read the loop left it and
 	// is about to read the socket, on the reader's goroutine.

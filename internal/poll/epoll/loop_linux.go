@@ -230,10 +230,11 @@ func (l *loop) dispatch(n int) {
 	if len(l.ready) < n {
 		poll.RawRead(l.ev.FD(), l.evbuf[:]) // reset the counter; EAGAIN is fine
 	}
+	mayLeave := len(l.ready) >= int(leaveTurn.Load())
 	for i := range l.ready {
 		r := &l.ready[i]
 		if r.events&(unix.EPOLLIN|hangup) != 0 {
-			l.read(r.fd, r.events&hangup == 0)
+			l.read(r.fd, r.events&hangup == 0, mayLeave)
 		}
 		if r.events&(unix.EPOLLOUT|hangup) != 0 {
 			l.flush(r.fd)
@@ -252,7 +253,7 @@ func (l *loop) runTasks() (stop bool) {
 		case taskFlush:
 			l.flush(t.fd)
 		case taskResume:
-			l.read(t.fd, false)
+			l.read(t.fd, false, false)
 		case taskClose:
 			l.close(t.fd)
 		case taskStop:
@@ -263,12 +264,26 @@ func (l *loop) runTasks() (stop bool) {
 	return stop
 }
 
-// read reads fd until it has nothing more to give now; see poll.ReadReady.
-func (l *loop) read(fd *poll.FD, short bool) {
-	if fd.LeaveRead(!short) {
-		return // its blocked reader reads it
-	}
-	if poll.ReadReady(fd, short, &l.stats) {
+// leaveTurn is the fewest ready sockets in a turn for which the loop leaves
+// the read of a blocked reader's socket to that reader (poll.ReadOrLeave).
+// A turn that long comes with a long queue, where bytes read as soon as
+// they arrive wait long for their reply; in shorter turns the loop's
+// reads in a row cost less than the readers' own, so a loop with fewer
+// connections never leaves a read. Tests lower it (SetLeaveTurn).
+var leaveTurn atomic.Int32
+
+func init() { leaveTurn.Store(128) }
+
+// SetLeaveTurn sets leaveTurn until restore is called. Tests only.
+func SetLeaveTurn(n int) (restore func()) {
+	old := leaveTurn.Swap(int32(n))
+	return func() { leaveTurn.Store(old) }
+}
+
+// read reads fd until it has nothing more to give now (see
+// poll.ReadReady), or leaves that to fd's blocked reader where mayLeave.
+func (l *loop) read(fd *poll.FD, short, mayLeave bool) {
+	if poll.ReadOrLeave(fd, short, mayLeave, &l.stats) {
 		// Edge triggering will not report this data again: come back to
 		// it after the other connections.
 		l.later(task{taskResume, fd})
