@@ -1,14 +1,14 @@
 package poll
 
 // A reader blocked for input reads its socket itself. An epoll loop that
-// finds the socket of such a reader readable leaves the read to it
-// (ReadOrLeave) rather than read ahead of it: the socket is read when its
-// reader wants the bytes, as with net's poller, not as soon as they
-// arrive, when a read may make the kernel send an acknowledgement of its
-// own that a later one would leave to ride on the reply. While the reader
-// reads, the loop does not; readiness that comes meanwhile is left to the
-// reader too, and a reader that stops waiting (a deadline, StopWaits)
-// hands a read it was left back to the loop.
+// finds the socket of such a reader readable in a long turn leaves the
+// read to it (ReadOrLeave) rather than read ahead of it: the socket is
+// read when its reader wants the bytes, as with net's poller, not as soon
+// as they arrive, when a read may make the kernel send an acknowledgement
+// of its own that a later one would leave to ride on the reply. While the
+// reader reads, the loop does not; readiness that comes meanwhile is left
+// to the reader too, and a reader that stops waiting (a deadline,
+// StopWaits) hands a read it was left back to the loop.
 
 // inBits are an FD's input flags kept in one byte: StopWaits' and those
 // of a reader that reads its socket itself. All are guarded by inMu.
