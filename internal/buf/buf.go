@@ -116,8 +116,10 @@ func (b *LinkBuffer) Len() int {
 }
 
 // Held returns the number of bytes in nodes not yet freed: the readable
-// bytes plus those consumed but not yet released. It counts committed
-// lengths, not node capacities. A nil buffer holds none, as for Len.
+// bytes plus those consumed but not yet released (ReleaseRead releases the
+// consumed start of a node kept for its unread bytes without freeing it).
+// It counts committed lengths, not node capacities. A nil buffer holds
+// none, as for Len.
 func (b *LinkBuffer) Held() int {
 	if b == nil {
 		return 0
@@ -336,6 +338,22 @@ func (b *LinkBuffer) Shrink() {
 		b.owned--
 	}
 	freeNode(t)
+}
+
+// ReleaseRead is Release, and also releases the consumed start of the node
+// it keeps for the unread bytes after it: Held no longer counts it, though
+// the node's memory stays until the rest is consumed too. Held then counts
+// only the bytes the reader holds, so a consumer that waits for the rest
+// of a message whose start shares a node with bytes it has released is
+// not held at a mark by bytes it gave back; the memory behind Held is
+// larger by at most that one node. Slices obtained before the call are no
+// longer valid, as for Release.
+func (b *LinkBuffer) ReleaseRead() {
+	b.Release()
+	if h := b.head; h != nil && h.r > h.off {
+		b.held -= h.r - h.off
+		h.off = h.r
+	}
 }
 
 // Release frees every node that is fully consumed and is not the tail,

@@ -160,9 +160,20 @@ func (m *fuzzModel) step(r *opReader) {
 		if want := m.consume(min(len(p), len(m.data))); !bytes.Equal(p[:n], want) {
 			t.Fatalf("ReadInto(%d) = %d bytes, mismatch", len(p), n)
 		}
-	case 10: // Release
+	case 10: // Release, or ReleaseRead
 		m.checkNexts()
-		b.Release()
+		if r.byte()&1 == 0 {
+			b.Release()
+		} else {
+			held := b.Held()
+			b.ReleaseRead()
+			if h := b.head; h != nil && h.off != h.r {
+				t.Fatalf("ReleaseRead left %d consumed bytes of the read node in Held", h.r-h.off)
+			}
+			if b.Held() > held {
+				t.Fatalf("ReleaseRead raised Held from %d to %d", held, b.Held())
+			}
+		}
 		m.nexts = m.nexts[:0]
 		if b.Len() == 0 && b.Held() != 0 {
 			t.Fatalf("Release with nothing readable left Held %d", b.Held())

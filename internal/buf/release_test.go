@@ -25,42 +25,54 @@ func TestReleaseKeepsTail(t *testing.T) {
 		parts     []string
 		consume   int
 		wantHeld  int // after Release
-		wantNodes int // linked nodes after Release
+		wantRead  int // Held after ReleaseRead
+		wantNodes int // linked nodes after either
 	}{
-		{"nothing consumed", []string{"abc", "def", "ghi"}, 0, 9, 3},
-		{"partial head kept", []string{"abc", "def", "ghi"}, 2, 9, 3},
-		{"head freed", []string{"abc", "def", "ghi"}, 3, 6, 2},
-		{"two freed", []string{"abc", "def", "ghi"}, 7, 3, 1},
+		{"nothing consumed", []string{"abc", "def", "ghi"}, 0, 9, 9, 3},
+		// ReleaseRead releases a kept node's consumed start too.
+		{"partial head kept", []string{"abc", "def", "ghi"}, 2, 9, 7, 3},
+		{"head freed", []string{"abc", "def", "ghi"}, 3, 6, 6, 2},
+		{"two freed", []string{"abc", "def", "ghi"}, 7, 3, 2, 1},
 		// A drained tail stays linked but counts as released.
-		{"tail kept when drained", []string{"abc", "def", "ghi"}, 9, 0, 1},
-		{"single drained tail", []string{"abc"}, 3, 0, 1},
+		{"tail kept when drained", []string{"abc", "def", "ghi"}, 9, 0, 0, 1},
+		{"single drained tail", []string{"abc"}, 3, 0, 0, 1},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := New()
-			commitNodes(b, tc.parts...)
-			all := strings.Join(tc.parts, "")
-			if b.Held() != len(all) {
-				t.Fatalf("Held before = %d, want %d", b.Held(), len(all))
+		for _, read := range []bool{false, true} {
+			name, release, wantHeld := tc.name, (*LinkBuffer).Release, tc.wantHeld
+			if read {
+				name, release, wantHeld = tc.name+"/ReleaseRead", (*LinkBuffer).ReleaseRead, tc.wantRead
 			}
-			b.Skip(tc.consume)
-			tail, tailW := b.tail, b.tail.w
-			b.Release()
-			if b.Held() != tc.wantHeld || countNodes(b) != tc.wantNodes {
-				t.Fatalf("after Release: Held %d nodes %d, want %d %d", b.Held(), countNodes(b), tc.wantHeld, tc.wantNodes)
-			}
-			if b.tail != tail || tail.w != tailW || b.head == nil {
-				t.Fatal("Release moved, freed or rewound the tail")
-			}
-			// The tail keeps its free area where it was: no reset to 0.
-			if sp := b.WriteSpace(1); &sp[0] != &tail.buf[tailW] {
-				t.Fatal("WriteSpace after Release is not the tail's old free area")
-			}
-			b.Commit(0)
-			if got := string(b.Next(b.Len())); got != all[tc.consume:] {
-				t.Fatalf("remaining = %q, want %q", got, all[tc.consume:])
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				b := New()
+				commitNodes(b, tc.parts...)
+				all := strings.Join(tc.parts, "")
+				if b.Held() != len(all) {
+					t.Fatalf("Held before = %d, want %d", b.Held(), len(all))
+				}
+				b.Skip(tc.consume)
+				tail, tailW := b.tail, b.tail.w
+				release(b)
+				if b.Held() != wantHeld || countNodes(b) != tc.wantNodes {
+					t.Fatalf("after the release: Held %d nodes %d, want %d %d", b.Held(), countNodes(b), wantHeld, tc.wantNodes)
+				}
+				if b.tail != tail || tail.w != tailW || b.head == nil {
+					t.Fatal("Release moved, freed or rewound the tail")
+				}
+				// The tail keeps its free area where it was: no reset to 0.
+				if sp := b.WriteSpace(1); &sp[0] != &tail.buf[tailW] {
+					t.Fatal("WriteSpace after Release is not the tail's old free area")
+				}
+				b.Commit(0)
+				if got := string(b.Next(b.Len())); got != all[tc.consume:] {
+					t.Fatalf("remaining = %q, want %q", got, all[tc.consume:])
+				}
+				release(b)
+				if b.Held() != 0 {
+					t.Fatalf("Held %d once everything was consumed and released", b.Held())
+				}
+			})
+		}
 	}
 }
 

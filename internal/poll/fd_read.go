@@ -92,9 +92,12 @@ func (fd *FD) waitInput(n int) error {
 	}
 }
 
-// releaseInput frees the consumed input, unless WriteTo lent some of it
+// releaseInput releases the consumed input, unless WriteTo lent some of it
 // to its writer, which releases it when the writer is done. Called with
-// inMu held.
+// inMu held. Bytes consumed in the node that also holds the start of the
+// next message stop counting against the input marks too (ReleaseRead):
+// counted until the node is freed, they could hold input paused at its
+// mark while the handler waits for the rest of that message.
 func (fd *FD) releaseInput() {
 	if fd.inLent {
 		return
@@ -103,7 +106,7 @@ func (fd *FD) releaseInput() {
 	if fd.in == nil {
 		return
 	}
-	fd.in.Release()
+	fd.in.ReleaseRead()
 	fd.in.Shrink() // an idle connection keeps no input node
 	if buf.Put(fd.in) {
 		fd.in = nil // nor the buffer's header
