@@ -487,13 +487,15 @@ func TestHalfClose(t *testing.T) {
 			c.SetDeadline(time.Now().Add(tsTimeout))
 			peer.SetDeadline(time.Now().Add(tsTimeout))
 			peerErr := make(chan error, 1)
+			var got []byte // what the peer read before EOF; its own until peerErr
 			go func() {
-				h := sha256.New()
-				if _, err := io.Copy(h, peer); err != nil {
+				var err error
+				if got, err = io.ReadAll(peer); err != nil {
 					peerErr <- err
 					return
 				}
-				_, err := peer.Write(h.Sum(nil))
+				sum := sha256.Sum256(got)
+				_, err = peer.Write(sum[:])
 				peerErr <- err
 			}()
 			if _, err := c.Write(data); err != nil {
@@ -509,12 +511,22 @@ func TestHalfClose(t *testing.T) {
 			if err := tsRecv(t, peerErr, "the peer"); err != nil {
 				t.Fatalf("peer: %v", err)
 			}
+			if !bytes.Equal(got, data) {
+				// Where they part, and where the bytes read there come
+				// from: a send repeated, or skipped, or memory reused.
+				i, from := firstDiff(got, data), -1
+				if i < len(got) {
+					from = bytes.Index(data, got[i:min(len(got), i+64)])
+				}
+				t.Errorf("peer read %d bytes before EOF, want the %d written; they differ from byte %d, where it read the bytes written at %d (-1: none, or nothing)",
+					len(got), len(data), i, from)
+			}
 			reply := make([]byte, sha256.Size)
 			if _, err := io.ReadFull(c, reply); err != nil {
 				t.Fatalf("reading the reply after CloseWrite: %v", err)
 			}
 			if !bytes.Equal(reply, sum[:]) {
-				t.Errorf("peer read %x before EOF, want sha256 %x", reply, sum)
+				t.Errorf("read the peer's digest as %x, want sha256 %x", reply, sum)
 			}
 		}
 	}
