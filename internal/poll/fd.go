@@ -1,6 +1,7 @@
 package poll
 
 import (
+	"io"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,6 @@ type FD struct {
 	// bytes come (input, output).
 	inMu    sync.Mutex
 	in      *buf.LinkBuffer
-	inErr   error  // io.EOF or a read error; sticky
 	inTotal uint64 // input bytes ever added (InputCommit, InputRef); inMu
 
 	wmu   sync.Mutex
@@ -83,9 +83,9 @@ type FD struct {
 }
 
 // waitState is the part of an FD that only a connection whose user
-// blocks, sets a deadline or calls Write needs, or one whose send failed:
-// the waiters' wake-up tokens, the deadlines, Write's source, the sticky
-// send error. An FD makes it on first use, so that a connection served by
+// blocks, sets a deadline or calls Write needs, or one whose send or read
+// failed: the waiters' wake-up tokens, the deadlines, Write's source, the
+// sticky send error, the read error that ended input. An FD makes it on first use, so that a connection served by
 // a handler carries none of it (docs/RELIABILITY.md, memory per idle
 // connection). The write scratch stays apart: on epoll a handler's
 // replies are sent from its goroutine, which needs the scratch and none of
@@ -96,6 +96,19 @@ type waitState struct {
 	slice    sliceSource               // Write's, under wmu
 	dl       atomic.Pointer[deadlines] // made by the first deadline set or waited on
 	outErr   error                     // sticky send error; under outMu
+	inErr    error                     // the read error that ended input (inEnded), if not io.EOF; under inMu
+}
+
+// inputErr returns why input ended, or nil if it has not. Called with inMu
+// held.
+func (fd *FD) inputErr() error {
+	if fd.inBits&inEnded == 0 {
+		return nil
+	}
+	if w := fd.wait.Load(); w != nil && w.inErr != nil {
+		return w.inErr
+	}
+	return io.EOF
 }
 
 // waits returns fd's waitState, making it if need be.

@@ -1,6 +1,10 @@
 package poll
 
-import "github.com/ringpoll/ringpoll/internal/buf"
+import (
+	"io"
+
+	"github.com/ringpoll/ringpoll/internal/buf"
+)
 
 // Input, loop side. Only the loop goroutine calls these.
 
@@ -11,7 +15,7 @@ import "github.com/ringpoll/ringpoll/internal/buf"
 func (fd *FD) InputSpace(min int) []byte {
 	fd.inMu.Lock()
 	defer fd.inMu.Unlock()
-	if fd.inPaused || fd.inErr != nil || fd.Closing() {
+	if fd.inPaused || fd.inBits&inEnded != 0 || fd.Closing() {
 		return nil
 	}
 	return fd.input().WriteSpace(min)
@@ -145,8 +149,11 @@ func (fd *FD) checkInputHigh() bool {
 // error. Readers get the buffered bytes first.
 func (fd *FD) InputError(err error) {
 	fd.inMu.Lock()
-	if fd.inErr == nil {
-		fd.inErr = err
+	if fd.inBits&inEnded == 0 {
+		fd.inBits |= inEnded
+		if err != io.EOF {
+			fd.waits().inErr = err // rare: an idle FD carries no error field
+		}
 	}
 	fd.inMu.Unlock()
 }

@@ -65,7 +65,7 @@ func (fd *FD) waitInput(n int) error {
 			fd.inWant = 0
 			return nil
 		}
-		if err := fd.inErr; err != nil {
+		if err := fd.inputErr(); err != nil {
 			fd.inMu.Unlock()
 			fd.signalReadable() // pass the news to the next blocked reader
 			return err
@@ -120,7 +120,7 @@ func (fd *FD) unlockInput() {
 	if resume {
 		fd.inPaused = false
 	}
-	more := fd.in.Len() > 0 || fd.inErr != nil
+	more := fd.in.Len() > 0 || fd.inBits&inEnded != 0
 	fd.syncLen()
 	fd.inMu.Unlock()
 	if more {
@@ -298,7 +298,7 @@ func (fd *FD) ReleaseState(skip int) (n int, consumed uint64, ended bool) {
 
 func (fd *FD) inputStateLocked() (n int, consumed uint64, ended bool) {
 	n = fd.in.Len()
-	return n, fd.inTotal - uint64(n), fd.inErr != nil
+	return n, fd.inTotal - uint64(n), fd.inBits&inEnded != 0
 }
 
 // InputHeld returns the input bytes the FD pins: readable plus consumed but
@@ -312,7 +312,7 @@ func (fd *FD) InputHeld() int {
 // InputEnded reports whether input has ended (peer FIN or a read error).
 func (fd *FD) InputEnded() bool {
 	fd.inMu.Lock()
-	ended := fd.inErr != nil
+	ended := fd.inBits&inEnded != 0
 	fd.inMu.Unlock()
 	return ended
 }

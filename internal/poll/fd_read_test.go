@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"syscall"
 	"testing"
 
 	"github.com/ringpoll/ringpoll/internal/buf"
@@ -189,5 +190,43 @@ func TestInputBurstSizesNodes(t *testing.T) {
 	drain()
 	if got := read(1); got != maxClassHint {
 		t.Fatalf("after a burst of %d: %d bytes of space, want %d", maxClassHint, got, maxClassHint)
+	}
+}
+
+// TestInputEndKept: input's end is sticky and first wins. An EOF is a
+// flag alone (the FD makes no waitState for it); a read error is kept in
+// the waitState. Either comes after the buffered bytes.
+func TestInputEndKept(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first error
+	}{
+		{"EOF", io.EOF},
+		{"reset", syscall.ECONNRESET},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fd, _, _ := lifeFD(t)
+			p := fd.InputSpace(2)
+			copy(p, "hi")
+			fd.InputCommit(2, 2)
+			fd.InputError(tc.first)
+			fd.InputError(syscall.EPIPE) // later: ignored
+			fd.InputReady()
+			if !fd.InputEnded() {
+				t.Fatal("InputEnded is false after InputError")
+			}
+			if made := fd.wait.Load() != nil; made != (tc.first != io.EOF) {
+				t.Errorf("waitState made: %v, want %v", made, tc.first != io.EOF)
+			}
+			b := make([]byte, 8)
+			if n, err := fd.Read(b); n != 2 || err != nil {
+				t.Fatalf("first Read: (%d, %v), want the 2 buffered bytes", n, err)
+			}
+			for range 2 {
+				if n, err := fd.Read(b); n != 0 || err != tc.first {
+					t.Fatalf("Read after the bytes: (%d, %v), want (0, %v)", n, err, tc.first)
+				}
+			}
+		})
 	}
 }

@@ -26,6 +26,9 @@ const (
 	selfHup
 	// selfReading: the reader is reading the socket; the loop must not.
 	selfReading
+	// inEnded: input ended, with io.EOF or with the read error the
+	// waitState keeps (inputErr).
+	inEnded
 )
 
 // inputSpaceOrLeave is InputSpace for an epoll loop about to read fd, which
@@ -38,13 +41,13 @@ func (fd *FD) inputSpaceOrLeave(min int, hup, mayLeave bool) (p []byte, left boo
 	fd.inMu.Lock()
 	left = fd.inBits&(selfReady|selfReading) != 0 ||
 		mayLeave && !hup && fd.inBits&selfWaiting != 0 && !fd.NoBlock && (fd.in == nil || fd.in.Len() == 0) &&
-			!fd.inPaused && !fd.inLent && fd.inBits&inStopped == 0 && fd.inErr == nil
+			!fd.inPaused && !fd.inLent && fd.inBits&inStopped == 0 && fd.inBits&inEnded == 0
 	if left {
 		fd.inBits |= selfReady
 		if hup {
 			fd.inBits |= selfHup
 		}
-	} else if !fd.inPaused && fd.inErr == nil && !fd.Closing() {
+	} else if !fd.inPaused && fd.inBits&inEnded == 0 && !fd.Closing() {
 		p = fd.input().WriteSpace(min)
 	}
 	fd.inMu.Unlock()
