@@ -283,8 +283,8 @@ func (l *loop) replenish() {
 	l.starved = nil
 	l.starving.Store(false)
 	for _, c := range starved {
-		c.starved = false
-		if !c.recvArmed && c.wantsInput() && !l.isTearing(c) {
+		c.unset(fStarved)
+		if !c.is(fRecvArmed) && c.wantsInput() && !l.isTearing(c) {
 			l.stats.Rearms.Add(1)
 			l.armRecv(c)
 		}

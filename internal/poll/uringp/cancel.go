@@ -28,18 +28,18 @@ const cancelTick = time.Millisecond
 // cancelRecv cancels c's input request if it has one and no cancel is in
 // flight already.
 func (l *loop) cancelRecv(c *conn) {
-	if !c.recvArmed || c.canceling {
+	if !c.is(fRecvArmed) || c.is(fCanceling) {
 		return
 	}
-	c.canceling = true
+	c.set(fCanceling)
 	c.cancelTick = l.cancelClock
 	k := kindRecv
-	if c.pollIn {
+	if c.is(fPollIn) {
 		k = kindPoll
 	}
 	l.cancelAs(userData(k, c.gen, c.slot), userData(kindCancelInput, c.gen, c.slot))
-	if !c.retrying {
-		c.retrying = true
+	if !c.is(fRetrying) {
+		c.set(fRetrying)
 		l.cancels = append(l.cancels, c)
 	}
 	if l.cancelAt.IsZero() {
@@ -52,8 +52,8 @@ func (l *loop) cancelRecv(c *conn) {
 // is still armed and still to be cancelled, the next cancel tick cancels
 // it again, as may its next completion (recvDone, pollDone).
 func (l *loop) cancelInputMissed(c *conn) {
-	if c != nil && c.recvArmed && c.canceling {
-		c.canceling = false
+	if c != nil && c.is(fRecvArmed) && c.is(fCanceling) {
+		c.unset(fCanceling)
 	}
 }
 
@@ -68,7 +68,7 @@ func (l *loop) resendCancel(c *conn) {
 		return // not submitted yet
 	}
 	l.stats.CancelRetries.Add(1)
-	c.canceling = false
+	c.unset(fCanceling)
 	l.cancelRecv(c)
 	l.submit(0)
 	c.cancelTick = l.cancelClock
@@ -77,9 +77,9 @@ func (l *loop) resendCancel(c *conn) {
 // retryCancel cancels c's input request again if the cancel in flight was
 // prepared two ticks of the cancel clock ago or more.
 func (l *loop) retryCancel(c *conn) {
-	if c.canceling && l.cancelClock-c.cancelTick >= 2 {
+	if c.is(fCanceling) && l.cancelClock-c.cancelTick >= 2 {
 		l.stats.CancelRetries.Add(1)
-		c.canceling = false
+		c.unset(fCanceling)
 		l.cancelRecv(c)
 	}
 }
@@ -91,15 +91,15 @@ func (l *loop) retryCancels(now time.Time) {
 	kept := l.cancels[:0]
 	for _, c := range l.cancels {
 		switch {
-		case !c.recvArmed:
-			c.retrying = false
+		case !c.is(fRecvArmed):
+			c.unset(fRetrying)
 			continue
-		case c.canceling:
+		case c.is(fCanceling):
 			l.retryCancel(c)
-		case l.isTearing(c) || c.paused && !c.limited || c.moving:
+		case l.isTearing(c) || c.is(fPaused) && !c.is(fLimited) || c.is(fMoving):
 			l.cancelRecv(c) // missed (cancelInputMissed), and still wanted
 		default:
-			c.retrying = false
+			c.unset(fRetrying)
 			continue
 		}
 		kept = append(kept, c)

@@ -23,36 +23,20 @@ type conn struct {
 	slot uint32
 	gen  uint32
 
-	recvArmed    bool          // multishot recv or poll in flight
-	canceling    bool          // a cancel of the recv is in flight
-	paused       bool          // input backpressure: no re-arm until Resume
-	starved      bool          // on l.starved
-	eof          bool          // input ended
-	closing      bool          // Close seen; output draining
-	notified     bool          // on l.notify
-	limited      bool          // the recv in flight has a byte limit (SetRecvLimit)
-	pollIn       bool          // input by POLL_ADD and read(2), not multishot recv
-	fixed        bool          // the socket is in the ring's fixed-file table at slot
-	outArmed     bool          // a multishot POLLOUT is in flight (after a send's EAGAIN)
-	outCanceling bool          // its cancel is in flight
-	needOut      bool          // output waits for POLLOUT
-	moving       bool          // the input request is cancelled to be armed anew (park.go)
-	cancelTick   uint8         // l.cancelClock when that cancel was prepared (cancel.go)
-	retrying     bool          // on l.cancels (cancel.go)
-	outSeq       atomic.Uint32 // POLLOUT CQEs seen
-	sendSeq      uint32        // outSeq when the send in flight was issued; under lockSend
-
-	// shared is set in uring-sqpoll mode, where writers submit sends too:
-	// mode.mu then guards the send fields. In the other modes only the
-	// loop touches them, and lockSend takes no lock.
-	shared   bool   // set before the conn is posted to the loop
-	attached bool   // under lockSend
-	sendBusy bool   // a send is in flight; under lockSend
-	tearing  bool   // cancelling; no new requests; under lockSend
-	staged   uint16 // the send in flight copied c.iov into this staging buffer (index+1; 0: none)
+	flags      connFlags // the loop's; see connFlags
+	cancelTick uint8     // l.cancelClock when that cancel was prepared (cancel.go)
+	// setup is what is settled before writers may send: uShared, set
+	// before the conn is posted to the loop, and uFixed, set before it is
+	// attached and cleared after it is detached. Writers read it in
+	// uring-sqpoll mode, so it keeps a byte apart from the loop's flags.
+	setup     setupFlags
+	sendFlags sendFlags // under lockSend; a byte apart from the loop's flags
+	staged    uint8     // the send in flight copied c.iov into this staging buffer (index+1; 0: none); under lockSend
 	// armThread is l.thread when the input request was armed (park.go).
 	// It belongs to the loop goroutine.
 	armThread uint16
+	outSeq    atomic.Uint32 // POLLOUT CQEs seen
+	sendSeq   uint32        // outSeq when the send in flight was issued; under lockSend
 
 	gather *sendGather // made on the first send of more than one slice
 	pin    runtime.Pinner
@@ -60,6 +44,67 @@ type conn struct {
 	// Register for uring-sqpoll, by the first send for uring-reactor.
 	mode *modeState
 }
+
+// connFlags are a conn's states that only the loop goroutine reads and
+// writes, one bit each, so that every idle connection's record stays in
+// its size class (TestConnSize).
+type connFlags uint16
+
+const (
+	fRecvArmed    connFlags = 1 << iota // multishot recv or poll in flight
+	fCanceling                          // a cancel of the recv is in flight
+	fPaused                             // input backpressure: no re-arm until Resume
+	fStarved                            // on l.starved
+	fEOF                                // input ended
+	fClosing                            // Close seen; output draining
+	fNotified                           // on l.notify
+	fLimited                            // the recv in flight has a byte limit (SetRecvLimit)
+	fPollIn                             // input by POLL_ADD and read(2), not multishot recv
+	fOutArmed                           // a multishot POLLOUT is in flight (after a send's EAGAIN)
+	fOutCanceling                       // its cancel is in flight
+	fNeedOut                            // output waits for POLLOUT
+	fMoving                             // the input request is cancelled to be armed anew (park.go)
+	fRetrying                           // on l.cancels (cancel.go)
+)
+
+func (c *conn) is(f connFlags) bool { return c.flags&f != 0 }
+func (c *conn) set(f connFlags)     { c.flags |= f }
+func (c *conn) unset(f connFlags)   { c.flags &^= f }
+
+// put sets f if on, else clears it.
+func (c *conn) put(f connFlags, on bool) {
+	if on {
+		c.set(f)
+	} else {
+		c.unset(f)
+	}
+}
+
+// setupFlags are a conn's setup field.
+type setupFlags uint8
+
+const (
+	// uShared: uring-sqpoll, where writers submit sends too, and mode.mu
+	// guards the send fields. In the other modes only the loop touches
+	// them, and lockSend takes no lock.
+	uShared setupFlags = 1 << iota
+	// uFixed: the socket is in the ring's fixed-file table at slot.
+	uFixed
+)
+
+// sendFlags are the send's states, under lockSend: in uring-sqpoll mode
+// writers change them too, so they keep a byte of their own.
+type sendFlags uint8
+
+const (
+	sAttached sendFlags = 1 << iota // the loop has taken the conn in
+	sSendBusy                       // a send is in flight
+	sTearing                        // cancelling; no new requests
+)
+
+func (c *conn) sendIs(f sendFlags) bool { return c.sendFlags&f != 0 }
+func (c *conn) sendSet(f sendFlags)     { c.sendFlags |= f }
+func (c *conn) sendUnset(f sendFlags)   { c.sendFlags &^= f }
 
 // modeState is a conn's state that only uring-sqpoll or uring-reactor
 // need, kept apart so that the default mode's idle connections do not
@@ -95,9 +140,11 @@ func (l *loop) attach(c *conn) {
 		l.gens = append(l.gens, 0)
 	}
 	c.gen = l.gens[c.slot]
-	c.pollIn = l.mode == ModeReactor || isUnixSocket(c.fd.Sysfd)
-	if !c.pollIn && c.slot < l.fixed {
-		c.fixed = l.ring.UpdateFile(c.slot, c.fd.Sysfd) == nil
+	c.put(fPollIn, l.mode == ModeReactor || isUnixSocket(c.fd.Sysfd))
+	if !c.is(fPollIn) && c.slot < l.fixed {
+		if l.ring.UpdateFile(c.slot, c.fd.Sysfd) == nil {
+			c.setup |= uFixed
+		}
 	}
 	l.conns[c.slot] = c
 	l.live++
@@ -108,7 +155,7 @@ func (l *loop) attach(c *conn) {
 		c.mode.ring = l.send.pick(c.slot)
 	}
 	c.lockSend()
-	c.attached = true
+	c.sendSet(sAttached)
 	c.unlockSend()
 	if c.fd.Closing() {
 		l.close(c)
@@ -123,7 +170,7 @@ func (l *loop) attach(c *conn) {
 // useFixed makes sqe name c's fixed-file slot instead of its descriptor,
 // if c has one.
 func (c *conn) useFixed(sqe *uring.SQE) {
-	if c.fixed {
+	if c.setup&uFixed != 0 {
 		sqe.Fd = int32(c.slot)
 		sqe.Flags |= uring.SqeFixedFile
 	}
@@ -141,16 +188,16 @@ func isUnixSocket(sysfd int) bool {
 
 // wantsInput reports whether c's input request should be in flight.
 func (c *conn) wantsInput() bool {
-	return !c.paused && !c.starved && !c.eof && !c.closing
+	return !c.is(fPaused) && !c.is(fStarved) && !c.is(fEOF) && !c.is(fClosing)
 }
 
 // close starts closing c: drain its output first, bounded by its drain
 // timeout.
 func (l *loop) close(c *conn) {
-	if !c.attachedNow() || c.closing {
+	if !c.attachedNow() || c.is(fClosing) {
 		return // attach will see Closing
 	}
-	c.closing = true
+	c.set(fClosing)
 	if c.fd.OutputPending() && !c.fd.Aborted() {
 		l.draining[c] = time.Now().Add(c.fd.DrainTimeout())
 		l.flush(c)
@@ -161,14 +208,14 @@ func (l *loop) close(c *conn) {
 
 func (c *conn) attachedNow() bool {
 	c.lockSend()
-	attached := c.attached
+	attached := c.sendIs(sAttached)
 	c.unlockSend()
 	return attached
 }
 
 func (l *loop) isTearing(c *conn) bool {
 	c.lockSend()
-	tearing := c.tearing
+	tearing := c.sendIs(sTearing)
 	c.unlockSend()
 	return tearing
 }
@@ -177,13 +224,13 @@ func (l *loop) isTearing(c *conn) bool {
 // themselves (uring-sqpoll); in the other modes only the loop touches
 // them and there is nothing to lock.
 func (c *conn) lockSend() {
-	if c.shared {
+	if c.setup&uShared != 0 {
 		c.mode.mu.Lock()
 	}
 }
 
 func (c *conn) unlockSend() {
-	if c.shared {
+	if c.setup&uShared != 0 {
 		c.mode.mu.Unlock()
 	}
 }
@@ -191,12 +238,12 @@ func (c *conn) unlockSend() {
 // teardown cancels every request on c; the last final CQE detaches it.
 func (l *loop) teardown(c *conn) {
 	c.lockSend()
-	if c.tearing {
+	if c.sendIs(sTearing) {
 		c.unlockSend()
 		return
 	}
-	c.tearing = true
-	busy := c.sendBusy
+	c.sendSet(sTearing)
+	busy := c.sendIs(sSendBusy)
 	c.unlockSend()
 	delete(l.draining, c)
 	l.cancelRecv(c)
@@ -214,19 +261,19 @@ func (l *loop) teardown(c *conn) {
 // the ring until it releases them.
 func (l *loop) maybeDetach(c *conn) {
 	c.lockSend()
-	busy := c.sendBusy
+	busy := c.sendIs(sSendBusy)
 	c.unlockSend()
-	if c.recvArmed || busy || c.outArmed {
+	if c.is(fRecvArmed) || busy || c.is(fOutArmed) {
 		return
 	}
-	if c.starved {
+	if c.is(fStarved) {
 		for i, s := range l.starved {
 			if s == c {
 				l.starved = append(l.starved[:i], l.starved[i+1:]...)
 				break
 			}
 		}
-		c.starved = false
+		c.unset(fStarved)
 	}
 	l.conns[c.slot] = nil
 	l.gens[c.slot] = (l.gens[c.slot] + 1) & genMask
@@ -235,7 +282,7 @@ func (l *loop) maybeDetach(c *conn) {
 	if !c.fd.NoBlock {
 		l.blockers--
 	}
-	if c.fixed {
+	if c.setup&uFixed != 0 {
 		// The slot holds the socket open: clear it before the
 		// descriptor closes, or the peer would see no FIN.
 		if l.ring.UpdateFile(c.slot, -1) != nil {
@@ -244,7 +291,7 @@ func (l *loop) maybeDetach(c *conn) {
 			// next connection there replaces it, or the ring closes.
 			unix.Shutdown(c.fd.Sysfd, unix.SHUT_RDWR)
 		}
-		c.fixed = false
+		c.setup &^= uFixed
 	}
 	c.fd.Detach()
 }

@@ -14,7 +14,7 @@ import (
 // armRecv starts the connection's multishot input request.
 func (l *loop) armRecv(c *conn) {
 	sqe := l.getSQE()
-	if c.pollIn {
+	if c.is(fPollIn) {
 		sqe.PrepPollMultishot(c.fd.Sysfd, unix.POLLIN|unix.POLLRDHUP)
 		sqe.UserData = userData(kindPoll, c.gen, c.slot)
 	} else {
@@ -24,11 +24,11 @@ func (l *loop) armRecv(c *conn) {
 			// The kernel stops at the high-water mark by itself: held
 			// input never exceeds it by more than one buffer.
 			sqe.SetRecvLimit(uint32(max(c.fd.InputRoom(), l.recvFloor())))
-			c.limited = true
+			c.set(fLimited)
 		}
 		sqe.UserData = userData(kindRecv, c.gen, c.slot)
 	}
-	c.recvArmed = true
+	c.set(fRecvArmed)
 	c.armThread = l.thread
 }
 
@@ -49,7 +49,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 	// stays at the ring's head for the next one (the kernel consumed
 	// nothing); otherwise a buffer a completion carries was taken.
 	if cqe.Flags&uring.CQEFBuffer != 0 && (cqe.Res > 0 || !l.bufs.inc) {
-		hold := c != nil && cqe.Res > 0 && !c.closing
+		hold := c != nil && cqe.Res > 0 && !c.is(fClosing)
 		p = l.bufs.fill(cqe.BufID(), max(cqe.Res, 0), cqe.Flags&uring.CQEFBufMore != 0, hold)
 		if !hold {
 			p = nil
@@ -70,8 +70,8 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 				l.stats.BuffersCopied.Add(1)
 			}
 			if !more {
-				c.paused = true
-				if cqe.More() && !c.limited {
+				c.set(fPaused)
+				if cqe.More() && !c.is(fLimited) {
 					// A kernel without recv limits pauses by cancel;
 					// this one, if an earlier one missed.
 					l.cancelRecv(c)
@@ -80,7 +80,7 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 			l.wakeReader(c)
 		}
 	case cqe.Res == 0:
-		c.eof = true
+		c.set(fEOF)
 		c.fd.InputError(io.EOF)
 		l.wakeReader(c)
 	case cqe.Res == -int32(unix.ENOBUFS):
@@ -97,25 +97,25 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 		// Starved until the next turn gives the ring buffers back:
 		// released ones, or those relieve retires.
 		l.relieve()
-		if !c.starved {
-			c.starved = true
+		if !c.is(fStarved) {
+			c.set(fStarved)
 			l.starved = append(l.starved, c)
 			l.starving.Store(true)
 		}
 	case cqe.Res == -int32(unix.ECANCELED):
 		l.countCancel(c)
-	case cqe.Res == -int32(unix.EINVAL) && c.limited && !l.noRecvLimit:
+	case cqe.Res == -int32(unix.EINVAL) && c.is(fLimited) && !l.noRecvLimit:
 		// The kernel knows no recv limit: pause by cancelling instead.
 		l.noRecvLimit = true
 	default:
-		c.eof = true
+		c.set(fEOF)
 		c.fd.InputError(errno("recv", cqe.Res))
 		l.wakeReader(c)
 	}
 	if cqe.More() {
 		return
 	}
-	c.recvArmed, c.canceling, c.moving = false, false, false
+	c.unset(fRecvArmed | fCanceling | fMoving)
 	if l.isTearing(c) {
 		l.maybeDetach(c)
 		return
@@ -131,15 +131,15 @@ func (l *loop) recvDone(c *conn, cqe *uring.CQE) {
 // cancel missed it) or if the request was armed on another thread than the
 // loop's (park.go).
 func (l *loop) cancelIfStale(c *conn) {
-	if c.canceling {
+	if c.is(fCanceling) {
 		l.resendCancel(c)
 		return
 	}
 	switch {
-	case c.closing && l.isTearing(c):
+	case c.is(fClosing) && l.isTearing(c):
 		l.cancelRecv(c)
 	case l.armedElsewhere(c):
-		c.moving = true
+		c.set(fMoving)
 		l.cancelRecv(c)
 	}
 }
@@ -147,7 +147,7 @@ func (l *loop) cancelIfStale(c *conn) {
 // countCancel counts an input request that a cancel ended: as moved if it
 // was cancelled only to be armed anew, else in InputCancels.
 func (l *loop) countCancel(c *conn) {
-	if c.moving && !c.paused && !c.closing {
+	if c.is(fMoving) && !c.is(fPaused) && !c.is(fClosing) {
 		l.stats.InputMoves.Add(1)
 		return
 	}
@@ -155,25 +155,25 @@ func (l *loop) countCancel(c *conn) {
 }
 
 func (l *loop) wakeReader(c *conn) {
-	if !c.notified {
-		c.notified = true
+	if !c.is(fNotified) {
+		c.set(fNotified)
 		l.notify = append(l.notify, c)
 	}
 }
 
 // resume restarts input after backpressure.
 func (l *loop) resume(c *conn) {
-	if l.isTearing(c) || c.closing {
+	if l.isTearing(c) || c.is(fClosing) {
 		return
 	}
-	c.paused = false
-	if c.pollIn {
-		if c.recvArmed && poll.ReadReady(c.fd, false, &l.stats) {
+	c.unset(fPaused)
+	if c.is(fPollIn) {
+		if c.is(fRecvArmed) && poll.ReadReady(c.fd, false, &l.stats) {
 			l.later(task{kind: taskResume, c: c})
 		}
 		return
 	}
-	if !c.recvArmed && c.wantsInput() {
+	if !c.is(fRecvArmed) && c.wantsInput() {
 		l.stats.Rearms.Add(1)
 		l.armRecv(c)
 	}

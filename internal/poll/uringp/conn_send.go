@@ -19,7 +19,7 @@ func (l *loop) flush(c *conn) {
 	}
 	c.lockSend()
 	defer c.unlockSend()
-	if !c.attached || c.tearing || c.sendBusy {
+	if !c.sendIs(sAttached) || c.sendIs(sTearing) || c.sendIs(sSendBusy) {
 		return
 	}
 	if l.send != nil {
@@ -49,7 +49,7 @@ func (l *loop) prepSend(sqe *uring.SQE, c *conn, iov [][]byte) {
 	const flags = unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT
 	if l.stage != nil {
 		if p, ref, ok := l.stage.stage(iov); ok {
-			c.staged = ref
+			c.staged = uint8(ref)
 			sqe.PrepSend(c.fd.Sysfd, p, flags)
 			l.sendPrepped(sqe, c)
 			return
@@ -78,7 +78,7 @@ func (l *loop) prepSend(sqe *uring.SQE, c *conn, iov [][]byte) {
 func (l *loop) sendPrepped(sqe *uring.SQE, c *conn) {
 	c.useFixed(sqe)
 	sqe.UserData = userData(kindSend, c.gen, c.slot)
-	c.sendBusy = true
+	c.sendSet(sSendBusy)
 	c.sendSeq = c.outSeq.Load()
 }
 
@@ -89,9 +89,9 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 	}
 	c.lockSend()
 	roomSince := c.sendSeq != c.outSeq.Load()
-	c.sendBusy = false
+	c.sendUnset(sSendBusy)
 	if c.staged != 0 {
-		l.stage.unstage(c.staged)
+		l.stage.unstage(uint16(c.staged))
 		c.staged = 0
 	} else {
 		c.pin.Unpin()
@@ -140,7 +140,7 @@ func (l *loop) sendDone(c *conn, cqe *uring.CQE) {
 		return
 	}
 	l.stopPollOut(c)
-	if c.closing {
+	if c.is(fClosing) {
 		l.teardown(c)
 	}
 }

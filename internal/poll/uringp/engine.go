@@ -173,8 +173,9 @@ func (e *Engine) Name() string { return e.mode.String() }
 // concurrent use.
 func (e *Engine) Register(fd *poll.FD) error {
 	l := e.pick()
-	c := &conn{fd: fd, l: l, shared: e.mode == ModeSQPoll}
-	if c.shared {
+	c := &conn{fd: fd, l: l}
+	if e.mode == ModeSQPoll {
+		c.setup = uShared
 		c.mode = new(modeState)
 	}
 	fd.Private = unsafe.Pointer(c)

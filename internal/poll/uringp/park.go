@@ -183,7 +183,7 @@ func (l *loop) checkThread() {
 // armedElsewhere reports whether c's input request was armed on another
 // thread than the one the loop has settled on.
 func (l *loop) armedElsewhere(c *conn) bool {
-	return l.settled >= settleSamples && c.armThread != l.thread && c.recvArmed && !c.canceling
+	return l.settled >= settleSamples && c.armThread != l.thread && c.is(fRecvArmed) && !c.is(fCanceling)
 }
 
 // readyToRun reports whether the loop has work; when it has none, the

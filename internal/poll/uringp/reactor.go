@@ -28,7 +28,7 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 	}
 	if cqe.Res >= 0 && !l.isTearing(c) {
 		ev := uint32(cqe.Res)
-		if ev&(unix.POLLIN|hangup) != 0 && !c.closing {
+		if ev&(unix.POLLIN|hangup) != 0 && !c.is(fClosing) {
 			if poll.ReadReady(c.fd, ev&hangup == 0, &l.stats) {
 				l.later(task{kind: taskResume, c: c})
 			}
@@ -45,13 +45,13 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 	if cqe.More() {
 		return
 	}
-	moved := c.moving
-	c.recvArmed, c.canceling, c.moving = false, false, false
+	moved := c.is(fMoving)
+	c.unset(fRecvArmed | fCanceling | fMoving)
 	if l.isTearing(c) {
 		l.maybeDetach(c)
 		return
 	}
-	if cqe.Res >= 0 || moved && !c.closing {
+	if cqe.Res >= 0 || moved && !c.is(fClosing) {
 		// The poll ended by itself (the kernel may end a multishot
 		// request at any time), or was cancelled to be armed from this
 		// thread: arm it again, for output too. Its first check sees
@@ -68,20 +68,20 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 // so a one-shot poll on a socket whose peer shut down its writing side
 // fires at once, without POLLOUT, for ever.
 func (l *loop) armPollOut(c *conn) {
-	c.needOut = true
-	if c.outArmed {
+	c.set(fNeedOut)
+	if c.is(fOutArmed) {
 		return
 	}
 	sqe := l.getSQE()
 	sqe.PrepPollMultishot(c.fd.Sysfd, unix.POLLOUT)
 	sqe.UserData = userData(kindPollOut, c.gen, c.slot)
-	c.outArmed = true
+	c.set(fOutArmed)
 }
 
 // stopPollOut cancels the POLLOUT poll once output no longer waits.
 func (l *loop) stopPollOut(c *conn) {
-	if c.outArmed && !c.outCanceling {
-		c.outCanceling = true
+	if c.is(fOutArmed) && !c.is(fOutCanceling) {
+		c.set(fOutCanceling)
 		l.cancel(userData(kindPollOut, c.gen, c.slot))
 	}
 }
@@ -92,7 +92,7 @@ func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
 		return
 	}
 	if !cqe.More() {
-		c.outArmed, c.outCanceling = false, false
+		c.unset(fOutArmed | fOutCanceling)
 	}
 	if l.isTearing(c) {
 		l.maybeDetach(c)
@@ -102,13 +102,13 @@ func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
 		// Counted even while a send is in flight: if that send fails
 		// with EAGAIN, it knows room came after it was issued.
 		c.outSeq.Add(1)
-		if c.needOut {
-			c.needOut = false
+		if c.is(fNeedOut) {
+			c.unset(fNeedOut)
 			l.flush(c)
 		}
 	}
-	if !c.outArmed && c.needOut {
-		c.needOut = false
+	if !c.is(fOutArmed) && c.is(fNeedOut) {
+		c.unset(fNeedOut)
 		l.armPollOut(c) // the poll ended while output still waits
 	}
 }
@@ -127,7 +127,7 @@ func (l *loop) reactorFlush(c *conn) {
 		return
 	}
 	l.stopPollOut(c)
-	if c.closing {
+	if c.is(fClosing) {
 		l.teardown(c)
 	}
 }

@@ -32,7 +32,7 @@ func (l *loop) reap() (woke bool) {
 	}
 	woke = len(l.notify) > 0
 	for i, c := range l.notify {
-		c.notified = false
+		c.unset(fNotified)
 		c.fd.InputReady()
 		l.notify[i] = nil
 	}

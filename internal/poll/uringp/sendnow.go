@@ -32,7 +32,7 @@ func (l *loop) sendNow() bool {
 	if k != kindSend || int(slot) >= len(l.conns) || l.gens[slot] != gen || l.conns[slot] == nil {
 		return false
 	}
-	// The send holds the connection (sendBusy): its descriptor stays open
+	// The send holds the connection (sSendBusy): its descriptor stays open
 	// until the send's result is handled.
 	fd := uintptr(l.conns[slot].fd.Sysfd)
 	var n uintptr

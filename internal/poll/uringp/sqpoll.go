@@ -84,10 +84,10 @@ func (s *sendRings) pick(slot uint32) *sendRing { return s.rings[int(slot)%len(s
 func (s *sendRings) flush(c *conn) bool {
 	c.mode.mu.Lock()
 	defer c.mode.mu.Unlock()
-	if !c.attached {
+	if !c.sendIs(sAttached) {
 		return false
 	}
-	if c.tearing || c.sendBusy {
+	if c.sendIs(sTearing) || c.sendIs(sSendBusy) {
 		return true
 	}
 	m := c.mode

@@ -18,6 +18,9 @@ const (
 	stageCount = 64      // staging buffers per loop
 )
 
+// conn.staged keeps a staging buffer's index+1 in a byte.
+const _ = uint8(stageCount)
+
 // stager is a loop's staging buffers. Only the loop goroutine uses it.
 type stager struct {
 	arena *uring.Arena
