@@ -37,7 +37,7 @@ type FD struct {
 	inLent   bool        // WriteTo's writer reads consumed input: nothing is released; inMu
 	loopOwns bool        // the loop is sending out; writers must queue; outMu
 	wrClosed bool        // outMu
-	inBits   inBits      // inStopped (StopWaits) and the self-read flags (selfread.go); inMu
+	inBits   inBits      // inStopped (StopWaits), inEnded and the self-read flags (selfread.go); inMu
 	outFull  atomic.Bool // out.Held() >= OutputHighWater; stored under outMu (noteOut)
 	// inHint is the input buffer's grow hint, kept for the buffer fd
 	// takes after giving its own back (inMu).
@@ -85,9 +85,9 @@ type FD struct {
 // waitState is the part of an FD that only a connection whose user
 // blocks, sets a deadline or calls Write needs, or one whose send or read
 // failed: the waiters' wake-up tokens, the deadlines, Write's source, the
-// sticky send error, the read error that ended input. An FD makes it on first use, so that a connection served by
-// a handler carries none of it (docs/RELIABILITY.md, memory per idle
-// connection). The write scratch stays apart: on epoll a handler's
+// sticky send error, the read error that ended input. An FD makes it on
+// first use, so that a connection served by a handler carries none of it
+// (docs/RELIABILITY.md, memory per idle connection). The write scratch stays apart: on epoll a handler's
 // replies are sent from its goroutine, which needs the scratch and none of
 // this.
 type waitState struct {

@@ -10,8 +10,9 @@ package poll
 // to the reader too, and a reader that stops waiting (a deadline,
 // StopWaits) hands a read it was left back to the loop.
 
-// inBits are an FD's input flags kept in one byte: StopWaits' and those
-// of a reader that reads its socket itself. All are guarded by inMu.
+// inBits are an FD's input flags kept in one byte: StopWaits', input's
+// end, and those of a reader that reads its socket itself. All are guarded
+// by inMu.
 type inBits uint8
 
 const (
