@@ -385,10 +385,10 @@ func TestBackpressureNextBeyondMark(t *testing.T) {
 // handlers do (the net.Conn style reads the blocking way). The client sends
 // four messages and part of a fifth, more than the mark, and sends the
 // rest only once it has the first four replies. The loop must read that
-// rest: the bytes the handler consumed and released no longer count
-// against the mark, though the buffer that held them stays for the fifth
-// message's start. (Counted until freed, they held input at the mark for
-// good, and the connection hung.)
+// rest: bytes the handler consumed and released do not count against the
+// mark, though the buffer that holds them stays for the fifth message's
+// start; counted until the buffer is freed, they would hold input at the
+// mark for good.
 func TestBackpressureMessageAcrossReads(t *testing.T) {
 	const (
 		high = 4096

@@ -61,11 +61,10 @@ func TestShutdownUnderLoad(t *testing.T) {
 		}
 		// The input a connection holds bounds what it is owed at
 		// Shutdown, and so the replies its client must take before the
-		// drain ends: at the default (4 MiB, 128 MiB over the clients)
-		// a client slowed by -race and a busy machine took longer than
-		// the default drain timeout, and Shutdown reset it. 64 KiB keeps
-		// the backlog small, and the drain timeout, like the context,
-		// only bounds a hang.
+		// drain ends: at the default mark a client slowed by -race on a
+		// busy machine can outlast the default drain timeout and be
+		// reset. 64 KiB keeps the backlog small, and the drain timeout,
+		// like the context, only bounds a hang.
 		srv, err := NewServer(handler, WithEngine(e), WithInputHighWater(64<<10), WithDrainTimeout(tsTimeout))
 		if err != nil {
 			t.Fatal(err)

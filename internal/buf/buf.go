@@ -341,8 +341,8 @@ func (b *LinkBuffer) Shrink() {
 }
 
 // ReleaseRead is Release, and also releases the consumed start of the node
-// it keeps for the unread bytes after it: Held no longer counts it, though
-// the node's memory stays until the rest is consumed too. Held then counts
+// it keeps for the unread bytes after it: Held leaves it out, though the
+// node's memory stays until the rest is consumed too. Held then counts
 // only the bytes the reader holds, so a consumer that waits for the rest
 // of a message whose start shares a node with bytes it has released is
 // not held at a mark by bytes it gave back; the memory behind Held is
