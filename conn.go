@@ -373,6 +373,33 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 	return c.opError("set", err)
 }
 
+// SetKeepAlive turns TCP keep-alive probes on or off, as net's
+// TCPConn.SetKeepAlive does. TCP connections from Listen and Dial start
+// with them on, as net's do: the first probe after 15 s idle, then every
+// 15 s, and after 9 unanswered the connection is dropped and its reads
+// and writes fail, so a peer that vanished without a FIN or a reset does
+// not hold it for ever.
+func (c *Conn) SetKeepAlive(keepAlive bool) error {
+	err := c.fd.Control(func(s int) error { return setKeepAlive(s, keepAlive) })
+	return c.opError("set", err)
+}
+
+// SetKeepAlivePeriod sets how long the connection stays idle before TCP
+// sends its first keep-alive probe, as net's TCPConn.SetKeepAlivePeriod
+// does (whole seconds, rounded up; 0 is 15 s).
+func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	err := c.fd.Control(func(s int) error { return setKeepAliveIdle(s, d) })
+	return c.opError("set", err)
+}
+
+// SetKeepAliveConfig configures TCP keep-alive probes as net's
+// TCPConn.SetKeepAliveConfig does: zero fields take net's defaults (15 s,
+// 15 s, 9), negative ones leave what the connection has.
+func (c *Conn) SetKeepAliveConfig(config net.KeepAliveConfig) error {
+	err := c.fd.Control(func(s int) error { return setKeepAliveConfig(s, config) })
+	return c.opError("set", err)
+}
+
 // Reader returns the connection's nocopy reader.
 func (c *Conn) Reader() *Reader { return &c.reader }
 

@@ -52,6 +52,17 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 		eng.release()
 		return nil, err
 	}
+	if tl, ok := ln.(*net.TCPListener); ok {
+		// Keep-alive probes as net.Listen's connections have them. net
+		// sets them on each accepted socket; accepted sockets inherit
+		// them from the listening one, so here it costs no call an
+		// accept.
+		if err := keepAliveByDefault(tl); err != nil {
+			ln.Close()
+			eng.release()
+			return nil, &net.OpError{Op: "listen", Net: network, Addr: ln.Addr(), Err: err}
+		}
+	}
 	if acc, ok := eng.eng.(poll.Acceptor); ok {
 		lq, err := engineListen(ln, acc)
 		if err != nil {
@@ -78,6 +89,20 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 		return nil, err
 	}
 	return &Listener{ln: ln, file: file, rc: rc, network: network, cfg: cfg, eng: eng}, nil
+}
+
+// keepAliveByDefault turns on net's default keep-alive probes on the
+// listening socket of ln, for the sockets it accepts.
+func keepAliveByDefault(ln *net.TCPListener) error {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = setKeepAliveConfig(int(fd), net.KeepAliveConfig{Enable: true}) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 func checkNetwork(network string) error {

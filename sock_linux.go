@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/ringpoll/ringpoll/internal/mmsg"
@@ -39,6 +40,67 @@ func setNoDelay(fd int, on bool) error {
 		v = 1
 	}
 	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v))
+}
+
+// The keep-alive probes TCP connections start with, net's defaults
+// (net.KeepAliveConfig): the first after 15 s idle, then every 15 s, the
+// connection dropped after 9 unanswered.
+const (
+	keepAliveIdle     = 15 * time.Second
+	keepAliveInterval = 15 * time.Second
+	keepAliveCount    = 9
+)
+
+// setKeepAlive sets SO_KEEPALIVE on fd.
+func setKeepAlive(fd int, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, v))
+}
+
+// setKeepAliveIdle sets how long fd stays idle before its first probe, as
+// net's TCPConn.SetKeepAlivePeriod does: 0 is net's default, a negative d
+// leaves it, and the kernel counts whole seconds (rounded up).
+func setKeepAliveIdle(fd int, d time.Duration) error {
+	return setKeepAliveTime(fd, unix.TCP_KEEPIDLE, d, keepAliveIdle)
+}
+
+// setKeepAliveConfig applies cfg to fd as net's
+// TCPConn.SetKeepAliveConfig does: zero fields take net's defaults,
+// negative ones leave the socket's value.
+func setKeepAliveConfig(fd int, cfg net.KeepAliveConfig) error {
+	if err := setKeepAlive(fd, cfg.Enable); err != nil {
+		return err
+	}
+	if err := setKeepAliveIdle(fd, cfg.Idle); err != nil {
+		return err
+	}
+	if err := setKeepAliveTime(fd, unix.TCP_KEEPINTVL, cfg.Interval, keepAliveInterval); err != nil {
+		return err
+	}
+	n := cfg.Count
+	if n == 0 {
+		n = keepAliveCount
+	}
+	if n < 0 {
+		return nil
+	}
+	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, n))
+}
+
+// setKeepAliveTime sets the TCP option opt, a time in seconds, to d
+// rounded up (def if d is 0; nothing if it is negative).
+func setKeepAliveTime(fd, opt int, d, def time.Duration) error {
+	if d == 0 {
+		d = def
+	}
+	if d < 0 {
+		return nil
+	}
+	secs := int((d + time.Second - 1) / time.Second)
+	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, opt, secs))
 }
 
 // tcpClose is the TCP state (tcp_info's tcpi_state) of a connection that

@@ -5,6 +5,7 @@ package ringpoll
 import (
 	"errors"
 	"net"
+	"time"
 )
 
 // Off Linux no engine runs (engine_other.go), so no socket reaches these:
@@ -15,6 +16,12 @@ func closeSocket(int) {}
 func dupSocket(uintptr) (int, error) { return -1, errors.ErrUnsupported }
 
 func setNoDelay(int, bool) error { return errors.ErrUnsupported }
+
+func setKeepAlive(int, bool) error { return errors.ErrUnsupported }
+
+func setKeepAliveIdle(int, time.Duration) error { return errors.ErrUnsupported }
+
+func setKeepAliveConfig(int, net.KeepAliveConfig) error { return errors.ErrUnsupported }
 
 func unackedBytes(int) int { return 0 }
 
