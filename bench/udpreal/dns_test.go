@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/bench/internal/engines"
 )
 
 // The DNS load: dnsClients clients over std sockets, dnsQueries queries in
@@ -38,7 +39,7 @@ const (
 // and empty ones arrive among them. The server must still answer at the
 // end, after its reads have timed out.
 func TestDNS(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e ringpoll.Engine) {
+	engines.ForEach(t, func(t *testing.T, e ringpoll.Engine) {
 		pc := listen(t, e)
 		if err := pc.SetReadBuffer(4 << 20); err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/ringpoll/ringpoll"
+	"github.com/ringpoll/ringpoll/bench/internal/engines"
 	"github.com/ringpoll/ringpoll/bench/internal/quicbench"
 )
 
@@ -35,7 +36,7 @@ const quicDatagrams = 20
 // while a hostile sender blasts the server's address. Afterwards the
 // same transport must take a new connection, and must not have closed.
 func TestQUIC(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e ringpoll.Engine) {
+	engines.ForEach(t, func(t *testing.T, e ringpoll.Engine) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		pc := listen(t, e)

@@ -9,28 +9,6 @@ import (
 	"github.com/ringpoll/ringpoll"
 )
 
-// engines are the engines every test runs on.
-var engines = []string{"epoll", "uring", "uring-hybrid", "uring-reactor", "uring-sqpoll"}
-
-// forEachEngine runs f as a subtest per engine, skipping the io_uring ones,
-// with the reason, where io_uring cannot run.
-func forEachEngine(t *testing.T, f func(t *testing.T, e ringpoll.Engine)) {
-	for _, name := range engines {
-		t.Run(name, func(t *testing.T) {
-			e, err := ringpoll.ParseEngine(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e != ringpoll.EngineEpoll {
-				if err := ringpoll.UringStatus(); err != nil {
-					t.Skipf("io_uring unavailable: %v", err)
-				}
-			}
-			f(t, e)
-		})
-	}
-}
-
 // listen opens the server's ringpoll PacketConn on engine e, closed at
 // the end of the test (the servers close it too; a second Close only
 // reports net.ErrClosed).
