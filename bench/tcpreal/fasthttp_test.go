@@ -183,18 +183,13 @@ func readToEnd(c net.Conn) ([]byte, error) {
 	return got, err
 }
 
-// hostile are peers no well-behaved client is: each returns what it saw
-// wrong.
+// hostile are peers no well-behaved client is: each, given a fresh
+// connection to the server, returns what it saw wrong.
 var hostile = []struct {
 	name string
-	run  func(addr string) error
+	run  func(c *net.TCPConn) error // on a fresh connection, closed after
 }{
-	{"garbage request", func(addr string) error {
-		c, err := rawPeer(addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	{"garbage request", func(c *net.TCPConn) error {
 		c.Write([]byte("\x16\x03\x01 this is not http\r\n\r\n"))
 		got, err := readToEnd(c)
 		if err == nil && !bytes.HasPrefix(got, []byte("HTTP/1.1 400")) {
@@ -202,12 +197,7 @@ var hostile = []struct {
 		}
 		return err
 	}},
-	{"headers past the read buffer", func(addr string) error {
-		c, err := rawPeer(addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	{"headers past the read buffer", func(c *net.TCPConn) error {
 		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 16<<10) + "\r\n\r\n"))
 		got, err := readToEnd(c)
 		if err == nil && len(got) > 0 && !bytes.HasPrefix(got, []byte("HTTP/1.1 431")) {
@@ -215,22 +205,13 @@ var hostile = []struct {
 		}
 		return err
 	}},
-	{"reset in the middle of a body", func(addr string) error {
-		c, err := rawPeer(addr)
-		if err != nil {
-			return err
-		}
+	{"reset in the middle of a body", func(c *net.TCPConn) error {
 		c.Write([]byte("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n"))
 		c.Write(big[:10<<10])
 		c.SetLinger(0)
 		return c.Close()
 	}},
-	{"request, then half-close", func(addr string) error {
-		c, err := rawPeer(addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
+	{"request, then half-close", func(c *net.TCPConn) error {
 		c.Write([]byte("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"))
 		c.CloseWrite()
 		got, err := readToEnd(c)
@@ -239,11 +220,7 @@ var hostile = []struct {
 		}
 		return err
 	}},
-	{"pipelined requests never read", func(addr string) error {
-		c, err := rawPeer(addr)
-		if err != nil {
-			return err
-		}
+	{"pipelined requests never read", func(c *net.TCPConn) error {
 		for range 16 {
 			if _, err := fmt.Fprintf(c, "GET /big?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", maxBig); err != nil {
 				break // the server may already be answering into a closed socket
@@ -289,7 +266,13 @@ func TestFastHTTP(t *testing.T) {
 		for _, h := range hostile {
 			run(h.name, func() error {
 				for range 4 {
-					if err := h.run(s.addr); err != nil {
+					c, err := rawPeer(s.addr)
+					if err != nil {
+						return err
+					}
+					err = h.run(c)
+					c.Close()
+					if err != nil {
 						return err
 					}
 				}
