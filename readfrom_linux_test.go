@@ -16,11 +16,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // rfStallPiece is internal/poll's stallPiece: the most a stall copies.
@@ -345,7 +348,7 @@ func rfBlocked(t *testing.T, c *Conn, data []byte) <-chan rfResult {
 		res <- rfResult{n, err}
 	}()
 	tsEventually(t, "ReadFrom to find the socket full", func() bool { return rfCount(c).sub(before).stalls > 0 })
-	tsWaitBlocked(t, "poll.(*FD).WaitOutput(", "ringpoll.(*Conn).ReadFrom(")
+	tsWaitBlocked(t, "poll.(*FD).await(", "ringpoll.(*Conn).ReadFrom(") // for the piece to drain, or for a writable edge (epoll)
 	select {
 	case r := <-res:
 		t.Fatalf("ReadFrom to a peer that does not read returned (%d, %v)", r.n, r.err)
@@ -425,7 +428,7 @@ func TestReadFromOrder(t *testing.T) {
 			res <- rfResult{n, err}
 		}()
 		// It waits for the queue to drain before it sends.
-		tsWaitBlocked(t, "poll.(*FD).WaitOutput(", "ringpoll.(*Conn).ReadFrom(")
+		tsWaitBlocked(t, "poll.(*FD).await(", "ringpoll.(*Conn).ReadFrom(") // for the piece to drain, or for a writable edge (epoll)
 		got := rfReadAll(peer, nil)
 		if r := tsRecv(t, res, "ReadFrom"); r.err != nil || r.n != int64(len(file)) {
 			t.Fatalf("ReadFrom returned (%d, %v)", r.n, r.err)
@@ -890,4 +893,68 @@ func TestWriteToConcurrentRead(t *testing.T) {
 		t.Logf("WriteTo took %d bytes, Read %d", w.buf.Len(), len(r.b))
 		rfCheckData(t, "what WriteTo took", w.buf.Bytes(), append(bytes.Clone(all[:at]), all[at+len(r.b):]...))
 	})
+}
+
+// TestReadFromWritableEdge: on epoll, a zero-copy send that finds the
+// socket full waits for the loop's next writable edge, and sends no
+// copied piece. The writer is held where it found the socket full, before
+// it asks for the edge, while the peer starts reading; it goes on only
+// once the loop heard the socket become writable (that edge came before
+// anybody asked for it, and none comes again while the socket stays
+// writable), so a send that then only waited would wait for ever. Every
+// byte must arrive.
+func TestReadFromWritableEdge(t *testing.T) {
+	data := pattern(4 << 20)
+	for _, side := range tsSides {
+		t.Run(string(side), func(t *testing.T) {
+			c, peer := rfPair(t, EngineEpoll, side, true)
+			stalled, gate, edges := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1)
+			var once sync.Once
+			restore := poll.SetTestHook(func(p poll.HookPoint, at *poll.FD) {
+				switch {
+				case at != c.fd:
+				case p == poll.HookWritableEdge:
+					select {
+					case edges <- struct{}{}:
+					default:
+					}
+				case p == poll.HookSendWantsWritable:
+					once.Do(func() {
+						stalled <- struct{}{}
+						<-gate
+					})
+				}
+			})
+			defer restore()
+			before := rfCount(c)
+			f := rfFile(t, data)
+			res := make(chan rfResult, 1)
+			go func() {
+				n, err := c.ReadFrom(f)
+				res <- rfResult{n, err}
+			}()
+			tsRecv(t, stalled, "ReadFrom to find the socket full")
+			for len(edges) > 0 { // edges heard before the socket filled
+				<-edges
+			}
+			got := rfReadAll(peer, nil)
+			tsRecv(t, edges, "the loop to hear the socket writable again")
+			close(gate)
+			r := tsRecv(t, res, "ReadFrom")
+			if r.err != nil || r.n != int64(len(data)) {
+				t.Fatalf("ReadFrom returned (%d, %v), want (%d, nil)", r.n, r.err, len(data))
+			}
+			if err := c.CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			p := <-got
+			if p.err != nil {
+				t.Fatal(p.err)
+			}
+			rfCheckData(t, "the peer", p.data, data)
+			if d := rfCount(c).sub(before); d.copied != 0 || d.stalls == 0 || d.sendfileBytes != uint64(len(data)) {
+				t.Errorf("counted %v; want every byte by sendfile, stalls and nothing copied", d)
+			}
+		})
+	}
 }

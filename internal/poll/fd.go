@@ -97,6 +97,9 @@ type waitState struct {
 	dl       atomic.Pointer[deadlines] // made by the first deadline set or waited on
 	outErr   error                     // sticky send error; under outMu
 	inErr    error                     // the read error that ended input (inEnded), if not io.EOF; under inMu
+	// wantOut: a zero-copy send waits for the socket to become writable
+	// (EdgeWriter); the loop clears it and signals writable.
+	wantOut atomic.Bool
 }
 
 // inputErr returns why input ended, or nil if it has not. Called with inMu
@@ -128,6 +131,16 @@ func (fd *FD) waits() *waitState {
 func (fd *FD) signalReadable() {
 	if w := fd.wait.Load(); w != nil {
 		w.readable.signal()
+	}
+}
+
+// NoteWritable tells fd that its socket became writable: a zero-copy
+// send waiting for that (SendFrom, on an EdgeWriter's loop) goes on. The
+// loop calls it on every writable edge.
+func (fd *FD) NoteWritable() {
+	hook(HookWritableEdge, fd)
+	if w := fd.wait.Load(); w != nil && w.wantOut.Load() && w.wantOut.Swap(false) {
+		w.writable.signal()
 	}
 }
 

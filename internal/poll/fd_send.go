@@ -13,13 +13,17 @@ import (
 // does not own output, so they go out after every byte written before.
 //
 // A non-blocking socket that is full fails them with EAGAIN. The user
-// goroutine then neither spins nor blocks a thread in poll(2): it reads a
-// small piece of the source and queues it as ordinary output, which the
-// loop sends once the socket has room, waiting for that as its engine does
-// for any queued output (EPOLLOUT, a POLLOUT request, a SEND completion).
-// When the queue has drained, the zero-copy sends resume. So the wait costs
-// every engine nothing new, and the copied share stays one piece per time
-// the socket filled (Stats.SendStalls, Stats.SendCopied).
+// goroutine then neither spins nor blocks a thread in poll(2). On a loop
+// that hears every writable edge (EdgeWriter: epoll) it waits for the next
+// one, which comes at the kernel's writable mark, as net's sendfile waits
+// on Go's poller. Elsewhere it reads a small piece of the source and
+// queues it as ordinary output, which the loop sends once the socket has
+// room, waiting for that as its engine does for any queued output (a
+// POLLOUT request, a SEND completion); when the queue has drained, the
+// zero-copy sends resume, and the copied share stays one piece per time
+// the socket filled (Stats.SendStalls, Stats.SendCopied). The piece
+// resumes them as soon as it fits, which may be long before the writable
+// mark: more, smaller sends than the edge's wait makes.
 
 // stallPiece is what a zero-copy send copies to the loop when the socket is
 // full: small beside what the socket takes once it has room again, and
@@ -89,6 +93,13 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 		}
 	}()
 	copyAll := false
+	_, edges := fd.Loop.(EdgeWriter)
+	armed := false // wantOut set since the last Move that found the socket full
+	defer func() {
+		if armed {
+			fd.waits().wantOut.Store(false)
+		}
+	}()
 	for written < n {
 		if !copyAll {
 			switch err := fd.WaitOutput(); err {
@@ -106,14 +117,34 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 			case err == nil && m == 0:
 				return written, true, nil // src's end
 			case err == nil:
+				if armed { // the try after asking found room: no wait now
+					fd.waits().wantOut.Store(false)
+					armed = false
+				}
 				continue
 			case IsUnsupported(err) && written == 0:
 				return 0, false, os.NewSyscallError(kind.String(), err)
 			case !IsAgain(err):
 				return written, true, fd.moveError(kind, err)
 			}
-			st.SendStalls.Add(1)
 			copyAll = fd.NoBlock
+			if edges && !copyAll {
+				w := fd.waits()
+				wake := w.writable.wait()
+				if !armed {
+					st.SendStalls.Add(1)
+					hook(HookSendWantsWritable, fd)
+					// An edge that came before wantOut was set is not
+					// reported again: Move once more before waiting.
+					w.wantOut.Store(true)
+					armed = true
+					continue
+				}
+				armed = false
+				fd.await(wake, true) // writable, Close, or the write deadline (WaitOutput says which)
+				continue
+			}
+			st.SendStalls.Add(1)
 		}
 		if buf == nil {
 			buf = piecePool.Get().(*[32 << 10]byte)

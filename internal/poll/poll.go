@@ -73,6 +73,16 @@ type Loop interface {
 	Stats() *Stats
 }
 
+// EdgeWriter is implemented by a Loop that hears every time a socket of
+// its becomes writable (an edge-triggered EPOLLOUT: the kernel's writable
+// mark, free space past a third of what is queued), whether or not output
+// is queued, and calls FD.NoteWritable then. A zero-copy send that finds
+// the socket full waits for that, as net's sendfile waits on Go's poller,
+// rather than sending a copied piece through the queue (FD.SendFrom).
+type EdgeWriter interface {
+	EdgeWritable()
+}
+
 // Sharer is implemented by a Loop whose receive buffers can stay out of
 // its ring for as long as output needs them: Share returns an owner that
 // keeps the buffer holding all of p until the output queue releases it,

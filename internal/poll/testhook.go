@@ -68,6 +68,15 @@ const (
 	// HookSelfRead: a blocked reader took the read the loop left it and
 	// is about to read the socket, on the reader's goroutine.
 	HookSelfRead
+	// HookSendWantsWritable: a zero-copy send found the socket full, on
+	// a loop that hears writable edges (EdgeWriter), and is about to ask
+	// for the next one and try once more before it waits, on the
+	// writer's goroutine.
+	HookSendWantsWritable
+	// HookWritableEdge: the loop heard fd's socket become writable and is
+	// about to look whether a zero-copy send waits for that
+	// (FD.NoteWritable).
+	HookWritableEdge
 )
 
 // testHook is the hook a test set, or nil.

@@ -135,6 +135,10 @@ func (l *loop) Close(fd *poll.FD) { l.post(task{taskClose, fd}) }
 // Stats implements poll.Loop.
 func (l *loop) Stats() *poll.Stats { return &l.stats }
 
+// EdgeWritable marks the loop a poll.EdgeWriter: every socket is
+// registered for EPOLLOUT edges, and each one calls FD.NoteWritable.
+func (l *loop) EdgeWritable() {}
+
 // post queues t and wakes the loop if it sleeps. The sleeping flag makes the
 // wake-up syscall rare under load: the loop sets it, re-checks the queue,
 // and only then blocks; a producer writes the eventfd only if it clears the
@@ -237,6 +241,7 @@ func (l *loop) dispatch(n int) {
 			l.read(r.fd, r.events&hangup == 0, mayLeave)
 		}
 		if r.events&(unix.EPOLLOUT|hangup) != 0 {
+			r.fd.NoteWritable()
 			l.flush(r.fd)
 		}
 		r.fd = nil
