@@ -74,9 +74,9 @@ type Loop interface {
 }
 
 // EdgeWriter is implemented by a Loop that hears every time a socket of
-// its becomes writable (an edge-triggered EPOLLOUT: the kernel's writable
-// mark, free space past a third of what is queued), whether or not output
-// is queued, and calls FD.NoteWritable then. A zero-copy send that finds
+// its becomes writable (an edge-triggered EPOLLOUT, at the kernel's
+// writable mark: for TCP, free space at least half of what is queued),
+// whether or not output is queued, and calls FD.NoteWritable then. A zero-copy send that finds
 // the socket full waits for that, as net's sendfile waits on Go's poller,
 // rather than sending a copied piece through the queue (FD.SendFrom).
 type EdgeWriter interface {
