@@ -175,6 +175,24 @@ func rfCheckData(t *testing.T, what string, got, want []byte) {
 	}
 }
 
+// rfFinish waits for a ReadFrom of all of data to return it all, half-closes
+// c, and checks that the peer read exactly data before EOF.
+func rfFinish(t *testing.T, c *Conn, res <-chan rfResult, got <-chan rfRead, data []byte) {
+	t.Helper()
+	r := tsRecv(t, res, "ReadFrom")
+	if r.err != nil || r.n != int64(len(data)) {
+		t.Fatalf("ReadFrom returned (%d, %v), want (%d, nil)", r.n, r.err, len(data))
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	p := <-got
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	rfCheckData(t, "the peer", p.data, data)
+}
+
 type rfResult struct {
 	n   int64
 	err error
@@ -374,18 +392,7 @@ func TestReadFromBackpressure(t *testing.T) {
 				start := make(chan struct{})
 				got := rfReadAll(peer, start)
 				close(start)
-				r := tsRecv(t, res, "ReadFrom")
-				if r.err != nil || r.n != int64(len(data)) {
-					t.Fatalf("ReadFrom returned (%d, %v), want (%d, nil)", r.n, r.err, len(data))
-				}
-				if err := c.CloseWrite(); err != nil {
-					t.Fatal(err)
-				}
-				p := <-got
-				if p.err != nil {
-					t.Fatal(p.err)
-				}
-				rfCheckData(t, "the peer", p.data, data)
+				rfFinish(t, c, res, got, data)
 				d := rfCount(c).sub(before)
 				t.Logf("%v", d)
 				if d.sendfileBytes+d.copied != uint64(len(data)) {
@@ -940,18 +947,7 @@ func TestReadFromWritableEdge(t *testing.T) {
 			got := rfReadAll(peer, nil)
 			tsRecv(t, edges, "the loop to hear the socket writable again")
 			close(gate)
-			r := tsRecv(t, res, "ReadFrom")
-			if r.err != nil || r.n != int64(len(data)) {
-				t.Fatalf("ReadFrom returned (%d, %v), want (%d, nil)", r.n, r.err, len(data))
-			}
-			if err := c.CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			p := <-got
-			if p.err != nil {
-				t.Fatal(p.err)
-			}
-			rfCheckData(t, "the peer", p.data, data)
+			rfFinish(t, c, res, got, data)
 			if d := rfCount(c).sub(before); d.copied != 0 || d.stalls == 0 || d.sendfileBytes != uint64(len(data)) {
 				t.Errorf("counted %v; want every byte by sendfile, stalls and nothing copied", d)
 			}

@@ -35,11 +35,15 @@ func dupSocket(fd uintptr) (int, error) {
 
 // setNoDelay sets TCP_NODELAY on fd.
 func setNoDelay(fd int, on bool) error {
-	v := 0
+	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, boolInt(on)))
+}
+
+// boolInt is a boolean socket option's value.
+func boolInt(on bool) int {
 	if on {
-		v = 1
+		return 1
 	}
-	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v))
+	return 0
 }
 
 // The keep-alive probes TCP connections start with, net's defaults
@@ -53,11 +57,7 @@ const (
 
 // setKeepAlive sets SO_KEEPALIVE on fd.
 func setKeepAlive(fd int, on bool) error {
-	v := 0
-	if on {
-		v = 1
-	}
-	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, v))
+	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, boolInt(on)))
 }
 
 // setKeepAliveIdle sets how long fd stays idle before its first probe, as

@@ -95,11 +95,13 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 	copyAll := false
 	_, edges := fd.Loop.(EdgeWriter)
 	armed := false // wantOut set since the last Move that found the socket full
-	defer func() {
+	disarm := func() {
 		if armed {
 			fd.waits().wantOut.Store(false)
+			armed = false
 		}
-	}()
+	}
+	defer disarm()
 	for written < n {
 		if !copyAll {
 			switch err := fd.WaitOutput(); err {
@@ -117,10 +119,7 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 			case err == nil && m == 0:
 				return written, true, nil // src's end
 			case err == nil:
-				if armed { // the try after asking found room: no wait now
-					fd.waits().wantOut.Store(false)
-					armed = false
-				}
+				disarm() // the try after asking found room: no wait now
 				continue
 			case IsUnsupported(err) && written == 0:
 				return 0, false, os.NewSyscallError(kind.String(), err)
