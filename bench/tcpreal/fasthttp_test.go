@@ -323,6 +323,10 @@ func TestFastHTTP(t *testing.T) {
 		close(s.slowGo)
 		fail("the request in its handler at Shutdown", recv(t, slowDone, "the /slow answer"))
 		fail("Shutdown", recv(t, shutdown, "Shutdown to return"))
+		if c, err := net.DialTimeout("tcp4", s.addr, timeout); err == nil {
+			c.Close()
+			t.Errorf("a dial after Shutdown returned connected; want it refused")
+		}
 		t.Logf("fasthttp logged %d lines (the hostile peers)", s.logged.Load())
 	})
 }

@@ -105,13 +105,19 @@ func (a *acceptor) Accept() (int, error) {
 	}
 }
 
-// Close implements poll.Listening.
+// Close implements poll.Listening. The loop closes the socket once its
+// accept has ended, which may be after Close returns; shutting the socket
+// down first takes it out of the listening state at once, as close(2)
+// would: dials are refused from here on, and a new listener may bind the
+// address (with SO_REUSEADDR, which net's listeners set). Only the loop
+// closes sysfd, after unlisten, which is posted below: it is open here.
 func (a *acceptor) Close() {
 	a.closeMu.Do(func() {
 		a.mu.Lock()
 		a.isShut = true
 		a.mu.Unlock()
 		close(a.closed)
+		unix.Shutdown(a.sysfd, unix.SHUT_RDWR)
 		a.l.post(task{kind: taskUnlisten, a: a})
 	})
 }

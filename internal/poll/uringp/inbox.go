@@ -110,6 +110,7 @@ func (l *loop) runTasks() (stop bool) {
 		case taskListen:
 			l.listen(t.a)
 		case taskUnlisten:
+			poll.Hook(poll.HookUnlisten, nil)
 			l.unlisten(t.a)
 		case taskAcceptResume:
 			l.acceptResume(t.a)
