@@ -238,13 +238,12 @@ func (c *Conn) Write(b []byte) (int, error) {
 //     input as its Read would (bounded by its read deadline, not by c's);
 //     writes may come between what one splice brought and the next.
 //
-// When c's socket is full, a small piece of r is copied into the output
-// queue instead, which the event loop sends once the socket has room;
-// the zero-copy sends resume after it, so no thread waits in the kernel
-// for room. Stats counts the bytes of each path (ZeroCopyBytes,
-// CopiedBytes). Any other
-// r, another Conn among them, is copied through Write, with r's WriteTo
-// if it has one (a Conn's hands over its input buffers).
+// When c's socket is full, ReadFrom waits for room as net's does, at the
+// kernel's writable mark, which the event loop watches for; no thread
+// waits in the kernel meanwhile. Stats counts the bytes of each path
+// (ZeroCopyBytes, CopiedBytes). Any other r, another Conn among them, is
+// copied through Write, with r's WriteTo if it has one (a Conn's hands
+// over its input buffers).
 //
 // The write deadline bounds it as it bounds Write, and it then returns an
 // error wrapping os.ErrDeadlineExceeded with the bytes written so far

@@ -6,9 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ringpoll/ringpoll/internal/poll"
 )
@@ -22,14 +19,12 @@ import (
 // Flush has not sent yet are not sent before the file.
 //
 // On every engine it calls sendfile(2) on the calling goroutine, and
-// when the socket is full copies a piece of the file through the output
-// queue, which the loop sends when room comes; closing the connection or
-// the write deadline ends it, and closing f ends it once the socket took
-// what was queued.
-//
-// The bytes sendfile(2) moved, and the pieces copied when the socket was
-// full, count in Stats as io.Copy's (ReadFrom's) do: ZeroCopyBytes and
-// CopiedBytes.
+// when the socket is full waits for room as Write does (the loop watches
+// for the kernel's writable mark); closing the connection or the write
+// deadline ends the wait, and closing f ends the send at its next call.
+
+// The bytes sendfile(2) moved count in Stats as io.Copy's (ReadFrom's)
+// do: ZeroCopyBytes.
 //
 // f may be on any engine. SendFile is safe for concurrent use with the
 // Conn's other methods; concurrent writes wait for it. It cannot run in a
@@ -44,97 +39,43 @@ func (c *Conn) SendFile(f *File, off, n int64) (int64, error) {
 	case c.fd.NoBlock:
 		return 0, c.opError("sendfile", errInline)
 	}
-	if err := c.fd.LockOutput(); err != nil {
-		return 0, c.opError("sendfile", err)
-	}
-	defer c.fd.UnlockOutput()
-	sent, err := c.sendfile(f, off, n)
-	if err != nil && err != io.EOF && c.fd.Closing() {
+	m := &rangeMover{f: f, off: off}
+	sent, _, err := c.fd.SendFrom(m, n, poll.MoveSendfile)
+	switch {
+	case err != nil && c.fd.Closing():
 		err = net.ErrClosed
+	case err == nil && sent < n:
+		err = io.EOF
 	}
 	return sent, c.opError("sendfile", err)
 }
 
-// copyChunk is how much of the file SendFile copies through the output
-// queue when the socket is full.
-const copyChunk = 64 << 10
-
-var copyBufs = sync.Pool{New: func() any { return new([copyChunk]byte) }}
-
-// sendfile sends the range with sendfile(2) from this goroutine. When the
-// socket is full it copies up to copyChunk bytes through the output
-// queue, whose loop waits for room (EPOLLOUT) and sends them, and goes on
-// with sendfile once they left: the wait honours the write deadline and
-// Close as Write's does, and holds no thread.
-func (c *Conn) sendfile(f *File, off, n int64) (int64, error) {
-	var sent int64
-	for sent < n {
-		m, err := f.sendfileTo(c.fd, off+sent, n-sent)
-		sent += m
-		switch {
-		case err == nil && m == 0:
-			return sent, io.EOF
-		case err == nil:
-			c.fd.Touch()
-		case err == unix.EAGAIN:
-			w, err := c.copyThrough(f, off+sent, min(n-sent, copyChunk))
-			c.fd.NoteStall(w)
-			sent += w
-			if err != nil {
-				return sent, err
-			}
-			if err := c.fd.WaitOutput(); err != nil {
-				return sent, err
-			}
-		default:
-			return sent, err
-		}
-	}
-	return sent, nil
+// rangeMover is SendFile's source for poll.FD.SendFrom: f's bytes from
+// off on, moved with sendfile(2) at that offset (f's own position, which
+// ReadAt does not use either, stays as it is).
+type rangeMover struct {
+	f   *File
+	off int64
 }
 
-// copyThrough reads n bytes of f at off and writes them through the output
-// queue.
-func (c *Conn) copyThrough(f *File, off, n int64) (int64, error) {
-	b := copyBufs.Get().(*[copyChunk]byte)
-	defer copyBufs.Put(b)
-	r, rerr := f.ReadAt(b[:n], off)
-	w, err := c.fd.WriteLocked(b[:r])
-	if err != nil {
-		return int64(w), err
+// Move implements poll.Mover. It holds f's lock shared for the call, as
+// f's requests do, so that Close waits for it.
+func (m *rangeMover) Move(sock, n int) (int, error) {
+	m.f.mu.RLock()
+	defer m.f.mu.RUnlock()
+	if m.f.closed.Load() {
+		return 0, m.f.pathError("read", os.ErrClosed)
 	}
-	return int64(w), rerr // io.EOF if the file ended
+	return poll.Sendfile(sock, m.f.fd, &m.off, n)
 }
 
-// sendfileTo makes one sendfile(2) call from f at off into sock, of at
-// most n bytes, holding f's descriptor and sock's open for it. It returns
-// EAGAIN as is when the socket is full.
-func (f *File) sendfileTo(sock *poll.FD, off, n int64) (int64, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed.Load() {
-		return 0, f.pathError("read", os.ErrClosed)
+// Read implements poll.Mover: the bytes Move would have sent next. SendFrom
+// reads only on a connection that may not wait, which SendFile refuses.
+func (m *rangeMover) Read(p []byte) (int, error) {
+	k, err := m.f.ReadAt(p, m.off)
+	m.off += int64(k)
+	if k > 0 && err == io.EOF {
+		err = nil
 	}
-	var m int
-	var err error
-	cerr := sock.Control(func(s int) error {
-		for {
-			o := off
-			m, err = unix.Sendfile(s, f.fd, &o, int(min(n, 1<<30)))
-			if err != unix.EINTR {
-				return nil
-			}
-		}
-	})
-	if cerr != nil {
-		return 0, cerr
-	}
-	sock.NoteMove(poll.MoveSendfile, m) // counted as ReadFrom's
-	switch {
-	case err == unix.EAGAIN:
-		return 0, err
-	case err != nil:
-		return 0, os.NewSyscallError("sendfile", err)
-	}
-	return int64(m), nil
+	return k, err
 }

@@ -114,9 +114,9 @@ type LoopStats struct {
 	// and SendFile, not by the loop.
 	Sendfiles, SendfileBytes, Splices, SpliceBytes uint64
 	// SendStalls counts the times a zero-copy ReadFrom or SendFile found
-	// its socket full; each time it copied a piece of the source into the
-	// output queue for the loop to send once the socket had room, and
-	// SendCopied counts those bytes.
+	// its socket full, and then waited for room; a ReadFrom in a handler
+	// inline on the loop, which may not wait, copies the rest through the
+	// output queue instead, and SendCopied counts those bytes.
 	SendStalls, SendCopied uint64
 	// ReadFromCopied counts the bytes ReadFrom copied through Write
 	// because their source had no zero-copy path.

@@ -98,8 +98,11 @@ type waitState struct {
 	outErr   error                     // sticky send error; under outMu
 	inErr    error                     // the read error that ended input (inEnded), if not io.EOF; under inMu
 	// wantOut: a zero-copy send waits for the socket to become writable
-	// (EdgeWriter); the loop clears it and signals writable.
+	// (Loop.WatchWritable); the loop clears it and signals writable.
 	wantOut atomic.Bool
+	// watched: the loop was asked to watch for writable edges
+	// (Loop.WatchWritable), which it does for good; under wmu.
+	watched bool
 }
 
 // inputErr returns why input ended, or nil if it has not. Called with inMu
@@ -135,8 +138,8 @@ func (fd *FD) signalReadable() {
 }
 
 // NoteWritable tells fd that its socket became writable: a zero-copy
-// send waiting for that (SendFrom, on an EdgeWriter's loop) goes on. The
-// loop calls it on every writable edge.
+// send waiting for that (SendFrom) goes on. The loop calls it on the
+// writable edges it hears (Loop.WatchWritable).
 func (fd *FD) NoteWritable() {
 	hook(HookWritableEdge, fd)
 	if w := fd.wait.Load(); w != nil && w.wantOut.Load() && w.wantOut.Swap(false) {

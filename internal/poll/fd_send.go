@@ -13,23 +13,13 @@ import (
 // does not own output, so they go out after every byte written before.
 //
 // A non-blocking socket that is full fails them with EAGAIN. The user
-// goroutine then neither spins nor blocks a thread in poll(2). On a loop
-// that hears every writable edge (EdgeWriter: epoll) it waits for the next
-// one, which comes at the kernel's writable mark, as net's sendfile waits
-// on Go's poller. Elsewhere it reads a small piece of the source and
-// queues it as ordinary output, which the loop sends once the socket has
-// room, waiting for that as its engine does for any queued output (a
-// POLLOUT request, a SEND completion); when the queue has drained, the
-// zero-copy sends resume, and the copied share stays one piece per time
-// the socket filled (Stats.SendStalls, Stats.SendCopied). The piece
-// resumes them as soon as it fits, which may be long before the writable
-// mark: more, smaller sends than the edge's wait makes.
-
-// stallPiece is what a zero-copy send copies to the loop when the socket is
-// full: small beside what the socket takes once it has room again, and
-// within the io_uring loop's staging buffers (4 KiB), so the loop's send
-// pins nothing.
-const stallPiece = 4 << 10
+// goroutine then neither spins nor blocks a thread in poll(2): it tells
+// the loop it waits (wantOut; the first time, it asks the loop to watch
+// the socket's writable edges, Loop.WatchWritable), tries once more, and
+// waits for the next edge, which comes at the kernel's writable mark, as
+// net's sendfile waits on Go's poller. An inline handler's FD (NoBlock)
+// may not wait: it copies the rest of the source through the output
+// queue instead (Stats.SendCopied).
 
 // maxMove bounds one sendfile or splice call, as the kernel's own
 // MAX_RW_COUNT bounds it anyway.
@@ -60,12 +50,13 @@ type Mover interface {
 	// matches when the socket is full, else the call's errno.
 	Move(sysfd, n int) (int, error)
 	// Read reads the source's next bytes, the ones Move would have moved
-	// next, for the piece copied to the loop while the socket is full.
+	// next, for what an FD that may not wait (NoBlock) copies through the
+	// output queue instead.
 	Read(p []byte) (int, error)
 }
 
-// piecePool holds the buffers pieces are read into: queueing copies them,
-// so one buffer serves a whole send.
+// piecePool holds the buffers a NoBlock send copies its source through:
+// queueing copies them, so one buffer serves a whole send.
 var piecePool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // SendFrom sends up to n bytes of src into the socket, after every byte
@@ -93,7 +84,6 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 		}
 	}()
 	copyAll := false
-	_, edges := fd.Loop.(EdgeWriter)
 	armed := false // wantOut set since the last Move that found the socket full
 	disarm := func() {
 		if armed {
@@ -126,17 +116,20 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 			case !IsAgain(err):
 				return written, true, fd.moveError(kind, err)
 			}
-			copyAll = fd.NoBlock
-			if edges && !copyAll {
+			if !fd.NoBlock {
 				w := fd.waits()
 				wake := w.writable.wait()
 				if !armed {
 					st.SendStalls.Add(1)
 					hook(HookSendWantsWritable, fd)
-					// An edge that came before wantOut was set is not
-					// reported again: Move once more before waiting.
+					// An edge that came before the loop watched is
+					// not reported: Move once more before waiting.
 					w.wantOut.Store(true)
 					armed = true
+					if !w.watched {
+						w.watched = true
+						fd.Loop.WatchWritable(fd)
+					}
 					continue
 				}
 				armed = false
@@ -144,17 +137,14 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 				continue
 			}
 			st.SendStalls.Add(1)
+			copyAll = true
 		}
 		if buf == nil {
 			buf = piecePool.Get().(*[32 << 10]byte)
 		}
-		p := buf[:stallPiece]
-		if copyAll {
-			p = buf[:]
-		}
-		k, err := src.Read(p[:min(int64(len(p)), n-written)])
+		k, err := src.Read(buf[:min(int64(len(buf)), n-written)])
 		if k > 0 {
-			if qerr := fd.queuePiece(p[:k]); qerr != nil {
+			if qerr := fd.queuePiece(buf[:k]); qerr != nil {
 				return written, true, qerr
 			}
 			written += int64(k)
@@ -196,36 +186,20 @@ func countMove(st *Stats, kind MoveKind, m int) {
 	}
 }
 
-// NoteMove counts one zero-copy call of kind into the socket that moved
-// m bytes, made by its caller rather than SendFrom (Conn.SendFile's
-// sendfile(2) calls), in the counters SendFrom's calls go to.
-func (fd *FD) NoteMove(kind MoveKind, m int) {
-	if fd.Loop != nil {
-		countMove(fd.Loop.Stats(), kind, m)
-	}
-}
-
-// NoteStall counts a zero-copy send made outside SendFrom that found the
-// socket full and wrote n bytes of its source through the output queue
-// instead, as SendFrom counts its own (Stats.SendStalls, SendCopied).
-func (fd *FD) NoteStall(n int64) {
-	if fd.Loop != nil {
-		st := fd.Loop.Stats()
-		st.SendStalls.Add(1)
-		st.SendCopied.Add(uint64(max(n, 0)))
-	}
-}
-
 // moveError maps a failed Move as a failed write is mapped: ErrClosed if
 // Close shut the socket under it, else the errno, named after the call.
-// The error does not stick (setOutErr): the errno may be the source's,
-// which says nothing of the socket.
+// Only the socket's own errors stick (setOutErr), so that later writes
+// fail as a failed send makes them: a reset, or a writing side shut down.
+// Other errnos may be the source's, which say nothing of the socket.
 func (fd *FD) moveError(kind MoveKind, err error) error {
 	if err == ErrClosed || fd.Closing() {
 		return ErrClosed
 	}
-	if _, ok := err.(syscall.Errno); ok {
-		return os.NewSyscallError(kind.String(), err)
+	if errno, ok := err.(syscall.Errno); ok {
+		err = os.NewSyscallError(kind.String(), errno)
+		if errno == syscall.ECONNRESET || errno == syscall.EPIPE {
+			fd.setOutErr(err)
+		}
 	}
 	return err
 }

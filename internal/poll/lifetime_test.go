@@ -13,14 +13,17 @@ import (
 
 // lifeLoop is a Loop that records Close requests; the test plays the loop.
 type lifeLoop struct {
-	closes atomic.Int32
-	stats  Stats
+	closes  atomic.Int32
+	watches atomic.Int32
+	stats   Stats
 }
 
 func (l *lifeLoop) Flush(*FD)     {}
 func (l *lifeLoop) Resume(*FD)    {}
 func (l *lifeLoop) Close(*FD)     { l.closes.Add(1) }
 func (l *lifeLoop) Stats() *Stats { return &l.stats }
+
+func (l *lifeLoop) WatchWritable(*FD) { l.watches.Add(1) }
 
 // lifeFD returns a registered-looking FD over one end of a socketpair, and
 // the other end.

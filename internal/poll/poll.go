@@ -45,8 +45,8 @@
 // the loop on EAGAIN. Engines that send only from the loop (uring) leave it
 // false: every write is queued and the loop is asked to Flush. On every
 // engine, FD.SendFrom sends from a file or a pipe with sendfile or splice
-// from the user goroutine while the loop does not own output, and hands
-// the loop a piece to send when the socket is full (fd_send.go).
+// from the user goroutine while the loop does not own output, and waits
+// for room when the socket is full (Loop.WatchWritable, fd_send.go).
 package poll
 
 import (
@@ -71,16 +71,16 @@ type Loop interface {
 	// Stats returns the loop's counters, which user goroutines also
 	// update for the work they do on the loop's connections (FD.SendFrom).
 	Stats() *Stats
-}
-
-// EdgeWriter is implemented by a Loop that hears every time a socket of
-// its becomes writable (an edge-triggered EPOLLOUT, at the kernel's
-// writable mark: for TCP, free space at least half of what is queued),
-// whether or not output is queued, and calls FD.NoteWritable then. A zero-copy send that finds
-// the socket full waits for that, as net's sendfile waits on Go's poller,
-// rather than sending a copied piece through the queue (FD.SendFrom).
-type EdgeWriter interface {
-	EdgeWritable()
+	// WatchWritable asks the loop to call fd.NoteWritable every time fd's
+	// socket becomes writable (at the kernel's writable mark: for TCP,
+	// free space at least half of what is queued), from now on, for the
+	// connection's life: a zero-copy send that found the socket full
+	// waits for that (FD.SendFrom), as net's waits on Go's poller. epoll
+	// hears every socket's EPOLLOUT edges from the start; an io_uring
+	// loop arms a multishot POLLOUT poll and keeps it. An edge before the
+	// send set wantOut is not reported: the send tries once more after
+	// asking, before it waits.
+	WatchWritable(fd *FD)
 }
 
 // Sharer is implemented by a Loop whose receive buffers can stay out of

@@ -80,9 +80,8 @@ type Stats struct {
 	// already pinned its share of the ring (FD.InputRef).
 	BuffersCopied atomic.Uint64
 
-	// The zero-copy sends of FD.SendFrom, and those FD.NoteMove and
-	// FD.NoteStall count for their callers, made by user goroutines on
-	// the loop's connections.
+	// The zero-copy sends of FD.SendFrom, made by user goroutines on the
+	// loop's connections.
 
 	// Sendfiles and SendfileBytes count sendfile calls and the bytes they
 	// moved.
@@ -91,8 +90,9 @@ type Stats struct {
 	// connection and the bytes they moved.
 	Splices, SpliceBytes atomic.Uint64
 	// SendStalls counts the times a zero-copy send found the socket full
-	// and handed a piece of the source to the loop instead; SendCopied
-	// counts the bytes of those pieces.
+	// (it then waits for room, or, on an FD that may not wait, copies
+	// the rest through the output queue); SendCopied counts the bytes so
+	// copied.
 	SendStalls, SendCopied atomic.Uint64
 	// ReadFromCopied counts bytes that ReadFrom copied through Write
 	// because their source had no zero-copy path (FD.NoteCopied).

@@ -68,10 +68,9 @@ const (
 	// HookSelfRead: a blocked reader took the read the loop left it and
 	// is about to read the socket, on the reader's goroutine.
 	HookSelfRead
-	// HookSendWantsWritable: a zero-copy send found the socket full, on
-	// a loop that hears writable edges (EdgeWriter), and is about to ask
-	// for the next one and try once more before it waits, on the
-	// writer's goroutine.
+	// HookSendWantsWritable: a zero-copy send found the socket full and
+	// is about to ask its loop to watch for room (Loop.WatchWritable) and
+	// try once more before it waits, on the writer's goroutine.
 	HookSendWantsWritable
 	// HookWritableEdge: the loop heard fd's socket become writable and is
 	// about to look whether a zero-copy send waits for that

@@ -135,9 +135,9 @@ func (l *loop) Close(fd *poll.FD) { l.post(task{taskClose, fd}) }
 // Stats implements poll.Loop.
 func (l *loop) Stats() *poll.Stats { return &l.stats }
 
-// EdgeWritable marks the loop a poll.EdgeWriter: every socket is
-// registered for EPOLLOUT edges, and each one calls FD.NoteWritable.
-func (l *loop) EdgeWritable() {}
+// WatchWritable implements poll.Loop. Every socket is registered for
+// EPOLLOUT edges, and each one calls FD.NoteWritable: nothing to arm.
+func (l *loop) WatchWritable(*poll.FD) {}
 
 // post queues t and wakes the loop if it sleeps. The sleeping flag makes the
 // wake-up syscall rare under load: the loop sets it, re-checks the queue,

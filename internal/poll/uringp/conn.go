@@ -65,6 +65,7 @@ const (
 	fNeedOut                            // output waits for POLLOUT
 	fMoving                             // the input request is cancelled to be armed anew (park.go)
 	fRetrying                           // on l.cancels (cancel.go)
+	fWatchOut                           // zero-copy sends watch POLLOUT, for good (WatchWritable)
 )
 
 func (c *conn) is(f connFlags) bool { return c.flags&f != 0 }
@@ -249,6 +250,11 @@ func (l *loop) teardown(c *conn) {
 	l.cancelRecv(c)
 	if busy {
 		l.cancelSend(c)
+	}
+	if c.is(fWatchOut) {
+		// Close wakes a send that waits; wake it anyway.
+		c.unset(fWatchOut)
+		c.fd.NoteWritable()
 	}
 	l.stopPollOut(c)
 	l.maybeDetach(c)

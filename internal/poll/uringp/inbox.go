@@ -13,6 +13,7 @@ const (
 	taskClose
 	taskListen
 	taskUnlisten
+	taskWatchOut
 	taskAcceptResume
 	taskFile
 	taskFileCancel
@@ -77,6 +78,9 @@ func (l *loop) Resume(fd *poll.FD) { l.post(task{kind: taskResume, c: (*conn)(fd
 // Close implements poll.Loop.
 func (l *loop) Close(fd *poll.FD) { l.post(task{kind: taskClose, c: (*conn)(fd.Private)}) }
 
+// WatchWritable implements poll.Loop.
+func (l *loop) WatchWritable(fd *poll.FD) { l.post(task{kind: taskWatchOut, c: (*conn)(fd.Private)}) }
+
 // Stats implements poll.Loop.
 func (l *loop) Stats() *poll.Stats { return &l.stats }
 
@@ -112,6 +116,8 @@ func (l *loop) runTasks() (stop bool) {
 		case taskUnlisten:
 			poll.Hook(poll.HookUnlisten, nil)
 			l.unlisten(t.a)
+		case taskWatchOut:
+			l.watchOut(t.c)
 		case taskAcceptResume:
 			l.acceptResume(t.a)
 		case taskFile:

@@ -14,7 +14,9 @@ import (
 // with plain syscalls, as the epoll engine does. Output that meets a full
 // socket, in every io_uring mode, waits on a multishot POLL_ADD for POLLOUT
 // armed after the EAGAIN (armPollOut): armed then, its first check sees
-// the socket's state, so no wake-up is missed.
+// the socket's state, so no wake-up is missed. A zero-copy send from a
+// user goroutine that met a full socket waits on the same poll
+// (watchOut).
 
 const hangup = unix.POLLRDHUP | unix.POLLHUP | unix.POLLERR
 
@@ -69,6 +71,27 @@ func (l *loop) pollDone(c *conn, cqe *uring.CQE) {
 // fires at once, without POLLOUT, for ever.
 func (l *loop) armPollOut(c *conn) {
 	c.set(fNeedOut)
+	l.armOut(c)
+}
+
+// watchOut arms the POLLOUT poll for good, for zero-copy sends that meet a
+// full socket (poll.Loop.WatchWritable): from then on every POLLOUT calls
+// FD.NoteWritable, as epoll's edges do. The poll only reports wake-ups
+// after a send found the socket full (the kernel wakes writers only then),
+// so it costs nothing while the socket has room. On a connection being
+// closed there is nothing to wait for: the send is woken at once, and
+// finds it closed.
+func (l *loop) watchOut(c *conn) {
+	if l.isTearing(c) || c.is(fClosing) {
+		c.fd.NoteWritable()
+		return
+	}
+	c.set(fWatchOut)
+	l.armOut(c)
+}
+
+// armOut arms the multishot POLLOUT poll unless it is in flight.
+func (l *loop) armOut(c *conn) {
 	if c.is(fOutArmed) {
 		return
 	}
@@ -78,9 +101,10 @@ func (l *loop) armPollOut(c *conn) {
 	c.set(fOutArmed)
 }
 
-// stopPollOut cancels the POLLOUT poll once output no longer waits.
+// stopPollOut cancels the POLLOUT poll once output no longer waits,
+// unless zero-copy sends watch it (teardown clears fWatchOut first).
 func (l *loop) stopPollOut(c *conn) {
-	if c.is(fOutArmed) && !c.is(fOutCanceling) {
+	if c.is(fOutArmed) && !c.is(fOutCanceling) && !c.is(fWatchOut) {
 		c.set(fOutCanceling)
 		l.cancel(userData(kindPollOut, c.gen, c.slot))
 	}
@@ -102,14 +126,16 @@ func (l *loop) pollOutDone(c *conn, cqe *uring.CQE) {
 		// Counted even while a send is in flight: if that send fails
 		// with EAGAIN, it knows room came after it was issued.
 		c.outSeq.Add(1)
+		if c.is(fWatchOut) {
+			c.fd.NoteWritable()
+		}
 		if c.is(fNeedOut) {
 			c.unset(fNeedOut)
 			l.flush(c)
 		}
 	}
-	if !c.is(fOutArmed) && c.is(fNeedOut) {
-		c.unset(fNeedOut)
-		l.armPollOut(c) // the poll ended while output still waits
+	if !c.is(fOutArmed) && c.is(fNeedOut|fWatchOut) {
+		l.armOut(c) // the poll ended while output waits, or sends watch it
 	}
 }
 
