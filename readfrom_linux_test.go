@@ -166,9 +166,8 @@ func rfCheckData(t *testing.T, what string, got, want []byte) {
 }
 
 // rfFinish waits for a ReadFrom of all of data to return it all, half-closes
-// c, and checks that the peer then read exactly data[read:] before EOF
-// (read: what it had read before).
-func rfFinish(t *testing.T, c *Conn, res <-chan rfResult, got <-chan rfRead, data []byte, read int) {
+// c, and checks that the peer read exactly data before EOF.
+func rfFinish(t *testing.T, c *Conn, res <-chan rfResult, got <-chan rfRead, data []byte) {
 	t.Helper()
 	r := tsRecv(t, res, "ReadFrom")
 	if r.err != nil || r.n != int64(len(data)) {
@@ -181,7 +180,7 @@ func rfFinish(t *testing.T, c *Conn, res <-chan rfResult, got <-chan rfRead, dat
 	if p.err != nil {
 		t.Fatal(p.err)
 	}
-	rfCheckData(t, "the peer", p.data, data[read:])
+	rfCheckData(t, "the peer", p.data, data)
 }
 
 type rfResult struct {
@@ -379,7 +378,7 @@ func TestReadFromBackpressure(t *testing.T) {
 				start := make(chan struct{})
 				got := rfReadAll(peer, start)
 				close(start)
-				rfFinish(t, c, res, got, data, 0)
+				rfFinish(t, c, res, got, data)
 				d := rfCount(c).sub(before)
 				t.Logf("%v", d)
 				if d.sendfileBytes != uint64(len(data)) || d.copied != 0 {
@@ -889,23 +888,22 @@ func TestWriteToConcurrentRead(t *testing.T) {
 // TestReadFromWritableEdge: a zero-copy send that finds the socket full
 // waits for the loop's next writable edge, and copies nothing. The loop
 // hears every edge once a send asked it to watch (epoll from the start, a
-// ring from the first stall on), whether or not a send waits for it; so
-// the writer is held at its second stall, where it found the socket full
-// but has not yet said it waits, while the peer reads everything. It goes
-// on only once the loop heard the socket become writable (that edge came
-// before anybody waited for it, and none comes again while the socket
-// stays writable), so a send that then only waited would wait for ever.
-// Every byte must arrive, on every engine. Between the stalls the peer
-// reads exactly what was sent before the first, so nothing drains the
-// socket between the second's EAGAIN and the hold.
+// ring from the first stall on), whether or not a send waits for it. A
+// first ReadFrom stalls once, so that the loop watches, and the peer reads
+// all it sent; a second fills the socket again and is held where it found
+// it full, before it says it waits, while the peer reads everything. It
+// goes on only once the loop heard the socket become writable (that edge
+// came before anybody waited for it, and none comes again while the
+// socket stays writable), so a send that then only waited would wait for
+// ever. Every byte must arrive, on every engine.
 func TestReadFromWritableEdge(t *testing.T) {
-	data := pattern(4 << 20)
+	first, data := pattern(1<<20), pattern(4<<20)
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		for _, side := range tsSides {
 			t.Run(string(side), func(t *testing.T) {
 				c, peer := rfPair(t, e, side, true)
 				stalled, gate, edges := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1)
-				var stalls atomic.Int32
+				var stalls, holdAt atomic.Int32
 				restore := poll.SetTestHook(func(p poll.HookPoint, at *poll.FD) {
 					switch {
 					case at != c.fd:
@@ -915,7 +913,7 @@ func TestReadFromWritableEdge(t *testing.T) {
 						default:
 						}
 					case p == poll.HookSendWantsWritable:
-						if stalls.Add(1) == 2 {
+						if stalls.Add(1) == holdAt.Load() {
 							stalled <- struct{}{}
 							<-gate
 						}
@@ -926,24 +924,33 @@ func TestReadFromWritableEdge(t *testing.T) {
 				open := func() { release.Do(func() { close(gate) }) }
 				defer open() // a failed check must not leave the writer held
 				before := rfCount(c)
-				res := rfBlocked(t, c, data) // the first stall: waiting
-				// Read what it sent before it waited, no more: the
-				// socket empties, the writer goes on and fills it again,
-				// and nothing drains it while the writer is held.
-				head := make([]byte, rfCount(c).sub(before).sendfileBytes)
+				res := rfBlocked(t, c, first) // a stall: the loop watches from here on
+				head := make([]byte, len(first))
 				if _, err := io.ReadFull(peer, head); err != nil {
 					t.Fatal(err)
 				}
-				rfCheckData(t, "what the peer read first", head, data[:len(head)])
-				tsRecv(t, stalled, "ReadFrom to find the socket full again")
-				for len(edges) > 0 { // edges heard before the socket filled again
+				rfCheckData(t, "the first file at the peer", head, first)
+				if r := tsRecv(t, res, "the first ReadFrom"); r.err != nil || r.n != int64(len(first)) {
+					t.Fatalf("the first ReadFrom returned (%d, %v), want (%d, nil)", r.n, r.err, len(first))
+				}
+				// The socket is empty and nobody reads: the second
+				// ReadFrom fills it and is held at its first stall.
+				holdAt.Store(stalls.Load() + 1)
+				f := rfFile(t, data)
+				res2 := make(chan rfResult, 1)
+				go func() {
+					n, err := c.ReadFrom(f)
+					res2 <- rfResult{n, err}
+				}()
+				tsRecv(t, stalled, "the second ReadFrom to find the socket full")
+				for len(edges) > 0 { // edges heard before the socket filled
 					<-edges
 				}
 				got := rfReadAll(peer, nil)
 				tsRecv(t, edges, "the loop to hear the socket writable again")
 				open()
-				rfFinish(t, c, res, got, data, len(head))
-				if d := rfCount(c).sub(before); d.copied != 0 || d.stalls < 2 || d.sendfileBytes != uint64(len(data)) {
+				rfFinish(t, c, res2, got, data)
+				if d := rfCount(c).sub(before); d.copied != 0 || d.stalls < 2 || d.sendfileBytes != uint64(len(first)+len(data)) {
 					t.Errorf("counted %v; want every byte by sendfile, two stalls or more and nothing copied", d)
 				}
 			})

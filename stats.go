@@ -50,7 +50,7 @@ type Stats struct {
 	// ZeroCopyBytes counts the bytes ReadFrom, io.Copy and SendFile moved
 	// into connections with sendfile(2) or splice(2); CopiedBytes those
 	// they copied through user space instead (no zero-copy path, or a
-	// full socket).
+	// handler inline on the loop, which may not wait for a full socket).
 	ZeroCopyBytes, CopiedBytes uint64
 }
 

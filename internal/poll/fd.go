@@ -103,6 +103,8 @@ type waitState struct {
 	// watched: the loop was asked to watch for writable edges
 	// (Loop.WatchWritable), which it does for good; under wmu.
 	watched bool
+	// edges counts the writable edges the loop heard (NoteWritable).
+	edges atomic.Uint32
 }
 
 // inputErr returns why input ended, or nil if it has not. Called with inMu
@@ -142,8 +144,13 @@ func (fd *FD) signalReadable() {
 // writable edges it hears (Loop.WatchWritable).
 func (fd *FD) NoteWritable() {
 	hook(HookWritableEdge, fd)
-	if w := fd.wait.Load(); w != nil && w.wantOut.Load() && w.wantOut.Swap(false) {
-		w.writable.signal()
+	if w := fd.wait.Load(); w != nil {
+		// Counted before wantOut is looked at, as SendFrom sets wantOut
+		// before it looks at the count: one of the two sees the other.
+		w.edges.Add(1)
+		if w.wantOut.Load() && w.wantOut.Swap(false) {
+			w.writable.signal()
+		}
 	}
 }
 

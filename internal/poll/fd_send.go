@@ -15,9 +15,11 @@ import (
 // A non-blocking socket that is full fails them with EAGAIN. The user
 // goroutine then neither spins nor blocks a thread in poll(2): it tells
 // the loop it waits (wantOut; the first time, it asks the loop to watch
-// the socket's writable edges, Loop.WatchWritable), tries once more, and
-// waits for the next edge, which comes at the kernel's writable mark, as
-// net's sendfile waits on Go's poller. An inline handler's FD (NoBlock)
+// the socket's writable edges, Loop.WatchWritable) and waits for the next
+// edge, which comes at the kernel's writable mark, as net's sendfile
+// waits on Go's poller. The loop counts every edge it hears (edges): one
+// that came after the Move began but before wantOut was set is not told
+// again, so then the send tries once more instead of waiting. An inline handler's FD (NoBlock)
 // may not wait: it copies the rest of the source through the output
 // queue instead (Stats.SendCopied).
 
@@ -103,6 +105,12 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 			}
 		}
 		if !copyAll {
+			var w *waitState
+			var seen uint32 // w.edges before the Move
+			if !fd.NoBlock {
+				w = fd.waits()
+				seen = w.edges.Load()
+			}
 			m, err := fd.move(src, int(min(n-written, maxMove)), kind, st)
 			written += int64(m)
 			switch {
@@ -117,20 +125,23 @@ func (fd *FD) SendFrom(src Mover, n int64, kind MoveKind) (written int64, handle
 				return written, true, fd.moveError(kind, err)
 			}
 			if !fd.NoBlock {
-				w := fd.waits()
 				wake := w.writable.wait()
 				if !armed {
 					st.SendStalls.Add(1)
 					hook(HookSendWantsWritable, fd)
-					// An edge that came before the loop watched is
-					// not reported: Move once more before waiting.
 					w.wantOut.Store(true)
 					armed = true
 					if !w.watched {
 						w.watched = true
 						fd.Loop.WatchWritable(fd)
 					}
-					continue
+					if w.edges.Load() != seen {
+						// An edge since the Move began, told
+						// before wantOut was set: the socket may
+						// have room, and no edge will say so
+						// again. Move once more.
+						continue
+					}
 				}
 				armed = false
 				fd.await(wake, true) // writable, Close, or the write deadline (WaitOutput says which)

@@ -77,9 +77,8 @@ type Loop interface {
 	// connection's life: a zero-copy send that found the socket full
 	// waits for that (FD.SendFrom), as net's waits on Go's poller. epoll
 	// hears every socket's EPOLLOUT edges from the start; an io_uring
-	// loop arms a multishot POLLOUT poll and keeps it. An edge before the
-	// send set wantOut is not reported: the send tries once more after
-	// asking, before it waits.
+	// loop arms a multishot POLLOUT poll and keeps it; armed after the
+	// call, its first check reports a socket that is writable already.
 	WatchWritable(fd *FD)
 }
 

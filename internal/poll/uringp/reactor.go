@@ -87,7 +87,13 @@ func (l *loop) watchOut(c *conn) {
 		return
 	}
 	c.set(fWatchOut)
-	l.armOut(c)
+	if c.is(fOutArmed) && !c.is(fOutCanceling) {
+		// Armed for output before: a wake-up it reported before now
+		// told nobody, and may be the last. Wake the send to try again.
+		c.fd.NoteWritable()
+		return
+	}
+	l.armOut(c) // or re-armed when the cancel in flight ends; its first check sees the state
 }
 
 // armOut arms the multishot POLLOUT poll unless it is in flight.
