@@ -344,13 +344,8 @@ func TestReadFromFile(t *testing.T) {
 // become writable: a stall counted, and the call parked.
 func rfBlocked(t *testing.T, c *Conn, data []byte) <-chan rfResult {
 	t.Helper()
-	f := rfFile(t, data)
 	before := rfCount(c)
-	res := make(chan rfResult, 1)
-	go func() {
-		n, err := c.ReadFrom(f)
-		res <- rfResult{n, err}
-	}()
+	res := rfStart(t, c, data)
 	tsEventually(t, "ReadFrom to find the socket full", func() bool { return rfCount(c).sub(before).stalls > 0 })
 	tsWaitBlocked(t, "poll.(*FD).await(", "ringpoll.(*Conn).ReadFrom(") // for the socket to become writable
 	select {
@@ -358,6 +353,17 @@ func rfBlocked(t *testing.T, c *Conn, data []byte) <-chan rfResult {
 		t.Fatalf("ReadFrom to a peer that does not read returned (%d, %v)", r.n, r.err)
 	default:
 	}
+	return res
+}
+
+// rfStart starts a ReadFrom of data's file on c.
+func rfStart(t *testing.T, c *Conn, data []byte) <-chan rfResult {
+	f := rfFile(t, data)
+	res := make(chan rfResult, 1)
+	go func() {
+		n, err := c.ReadFrom(f)
+		res <- rfResult{n, err}
+	}()
 	return res
 }
 
@@ -936,12 +942,7 @@ func TestReadFromWritableEdge(t *testing.T) {
 				// The socket is empty and nobody reads: the second
 				// ReadFrom fills it and is held at its first stall.
 				holdAt.Store(stalls.Load() + 1)
-				f := rfFile(t, data)
-				res2 := make(chan rfResult, 1)
-				go func() {
-					n, err := c.ReadFrom(f)
-					res2 <- rfResult{n, err}
-				}()
+				res2 := rfStart(t, c, data)
 				tsRecv(t, stalled, "the second ReadFrom to find the socket full")
 				for len(edges) > 0 { // edges heard before the socket filled
 					<-edges
@@ -979,12 +980,7 @@ func TestReadFromCloseBeforeWatch(t *testing.T) {
 			}
 		})
 		defer restore()
-		f := rfFile(t, data)
-		res := make(chan rfResult, 1)
-		go func() {
-			n, err := c.ReadFrom(f)
-			res <- rfResult{n, err}
-		}()
+		res := rfStart(t, c, data)
 		tsRecv(t, stalled, "ReadFrom to find the socket full")
 		got := rfReadAll(peer, nil)
 		c.Close()
