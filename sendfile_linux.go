@@ -22,7 +22,7 @@ import (
 // when the socket is full waits for room as Write does (the loop watches
 // for the kernel's writable mark); closing the connection or the write
 // deadline ends the wait, and closing f ends the send at its next call.
-
+//
 // The bytes sendfile(2) moved count in Stats as io.Copy's (ReadFrom's)
 // do: ZeroCopyBytes.
 //

@@ -19,9 +19,9 @@ import (
 // edge, which comes at the kernel's writable mark, as net's sendfile
 // waits on Go's poller. The loop counts every edge it hears (edges): one
 // that came after the Move began but before wantOut was set is not told
-// again, so then the send tries once more instead of waiting. An inline handler's FD (NoBlock)
-// may not wait: it copies the rest of the source through the output
-// queue instead (Stats.SendCopied).
+// again, so then the send tries once more instead of waiting. An inline
+// handler's FD (NoBlock) may not wait: it copies the rest of the source
+// through the output queue instead (Stats.SendCopied).
 
 // maxMove bounds one sendfile or splice call, as the kernel's own
 // MAX_RW_COUNT bounds it anyway.

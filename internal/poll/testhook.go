@@ -69,8 +69,10 @@ const (
 	// is about to read the socket, on the reader's goroutine.
 	HookSelfRead
 	// HookSendWantsWritable: a zero-copy send found the socket full and
-	// is about to ask its loop to watch for room (Loop.WatchWritable) and
-	// try once more before it waits, on the writer's goroutine.
+	// is about to say it waits for room (asking its loop to watch, the
+	// first time: Loop.WatchWritable), then to wait, or to try once more
+	// if the loop heard an edge since its call began; on the writer's
+	// goroutine.
 	HookSendWantsWritable
 	// HookWritableEdge: the loop heard fd's socket become writable and is
 	// about to look whether a zero-copy send waits for that

@@ -88,8 +88,9 @@ func (l *loop) watchOut(c *conn) {
 	}
 	c.set(fWatchOut)
 	if c.is(fOutArmed) && !c.is(fOutCanceling) {
-		// Armed for output before: a wake-up it reported before now
-		// told nobody, and may be the last. Wake the send to try again.
+		// Armed for output: a wake-up it reported while fWatchOut was
+		// clear told nobody, and may be the last. Wake the send to try
+		// again.
 		c.fd.NoteWritable()
 		return
 	}
@@ -107,8 +108,9 @@ func (l *loop) armOut(c *conn) {
 	c.set(fOutArmed)
 }
 
-// stopPollOut cancels the POLLOUT poll once output no longer waits,
-// unless zero-copy sends watch it (teardown clears fWatchOut first).
+// stopPollOut cancels the POLLOUT poll when output no longer waits for it
+// and no zero-copy send watches it (fWatchOut, which teardown clears
+// before it calls this).
 func (l *loop) stopPollOut(c *conn) {
 	if c.is(fOutArmed) && !c.is(fOutCanceling) && !c.is(fWatchOut) {
 		c.set(fOutCanceling)
