@@ -666,9 +666,14 @@ func TestReadFromServeFile(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		f := rfFile(t, data)
 		ln := listen(t, e, "tcp")
+		// The handler counts its sends as it makes them, the last after
+		// the peer may have its bytes: the counters are read once it
+		// returned.
+		handled := make(chan struct{}, 1)
 		srv := &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				http.ServeFile(w, r, f.Name())
+				handled <- struct{}{}
 			}),
 			ReadHeaderTimeout: tsTimeout,
 		}
@@ -694,6 +699,7 @@ func TestReadFromServeFile(t *testing.T) {
 			t.Errorf("Content-Length %d, want %d", resp.ContentLength, len(data))
 		}
 		rfCheckData(t, "the body", body, data)
+		tsRecv(t, handled, "the handler to return")
 		var d rfCounts
 		for i, s := range loopStatsOf(ln) {
 			d.sendfiles += s.Sendfiles - before[i].Sendfiles
