@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -144,13 +145,14 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 		t.Run("racing", func(t *testing.T) {
 			const workers, rounds = 4, 1000
 			errs := make(chan error, workers)
+			var done atomic.Int64 // rounds finished: SQPOLL rings are slow to come and go
 			for w := range workers {
 				go func() {
-					errs <- tsAcceptCloseRounds(e, 3+w, rounds)
+					errs <- tsAcceptCloseRounds(e, 3+w, rounds, &done)
 				}()
 			}
 			for range workers {
-				if err := tsRecv(t, errs, "the accept/close rounds"); err != nil {
+				if err := tsRecvProgress(t, errs, &done, "the accept/close rounds"); err != nil {
 					t.Error(err)
 				}
 			}
@@ -158,10 +160,14 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 	})
 }
 
-// tsAcceptCloseRounds runs rounds of: listen, connect, Accept racing Close.
-func tsAcceptCloseRounds(e Engine, loops, rounds int) error {
+// tsAcceptCloseRounds runs rounds of: listen, connect, Accept racing
+// Close, and counts those it finished in done.
+func tsAcceptCloseRounds(e Engine, loops, rounds int, done *atomic.Int64) error {
 	b := make([]byte, 1)
 	for i := range rounds {
+		if i > 0 {
+			done.Add(1)
+		}
 		ln, err := Listen("tcp", "127.0.0.1:0", WithEngine(e), WithLoops(loops))
 		if err != nil {
 			return err

@@ -259,6 +259,29 @@ func tsRecv[T any](t testing.TB, c <-chan T, what string) T {
 	}
 }
 
+// tsRecvProgress is tsRecv for a result that comes at the end of many
+// steps, each of which adds one to done: it waits for as long as steps
+// keep finishing and fails once none has for tsTimeout, so that a slow
+// machine takes longer instead of failing.
+func tsRecvProgress[T any](t testing.TB, c <-chan T, done *atomic.Int64, what string) T {
+	t.Helper()
+	tick := time.NewTicker(tsTimeout)
+	defer tick.Stop()
+	last := done.Load()
+	for {
+		select {
+		case v := <-c:
+			return v
+		case <-tick.C:
+			now := done.Load()
+			if now == last {
+				t.Fatalf("timed out waiting for %s: no step finished in %v (%d finished)", what, tsTimeout, now)
+			}
+			last = now
+		}
+	}
+}
+
 // tsEventually polls cond until it holds, failing the test after tsTimeout.
 func tsEventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
