@@ -30,6 +30,8 @@ func check(ctx context.Context, what, addr, file string) (string, error) {
 		return checkQUIC(ctx, addr, quicBulkCheckSize)
 	case "quic-small":
 		return checkQUIC(ctx, addr, quicSmallCheckSize)
+	case "dns":
+		return checkDNS(ctx, addr)
 	case "h2c-hello":
 		tr := &http.Transport{Protocols: new(http.Protocols)}
 		tr.Protocols.SetUnencryptedHTTP2(true) // prior knowledge, as h2load

@@ -1,8 +1,9 @@
 // Command frameserve runs the framework servers that ringbench -frameworks
-// measures with clients the project did not write (wrk, h2load and
-// grpc-go's benchmark client) and, for QUIC, with bench/cmd/quicload. Each
+// measures with clients the project did not write (wrk, h2load,
+// grpc-go's benchmark client and dnsperf) and, for QUIC, with
+// bench/cmd/quicload. Each
 // run serves one server kind, in its own process, on one TCP address (a
-// UDP one for quic-*):
+// UDP one for quic-* and dns-*):
 //
 //	frameserve -server KIND -addr 127.0.0.1:8080 [-file PATH] [-h2c]
 //
@@ -33,6 +34,10 @@
 //     bytes (8 bytes big-endian, then the client's FIN); the server answers
 //     with that many bytes of a seeded pattern and closes the stream
 //     (bench/internal/quicbench).
+//   - dns-ringpoll, dns-ringpoll-epoll, dns-std: miekg/dns's dns.Server
+//     on a ringpoll.ListenPacket socket (the default engine, or epoll) or
+//     on net.ListenPacket, answering every A query with 192.0.2.1 (TTL 60)
+//     and anything else with an empty answer.
 //
 // Once listening it prints one line to stderr,
 //
@@ -47,7 +52,8 @@
 // -file byte for byte), grpc-unary or grpc-stream (one call of the
 // benchmark service, the response's payload size checked), quic-bulk or
 // quic-small (one stream asking for 4 MiB or 64 B, every byte checked
-// against the pattern). It prints what it got and exits 0 if the answer is
+// against the pattern), dns (an A query over UDP, the address checked).
+// It prints what it got and exits 0 if the answer is
 // right, 1 if not. ringbench runs it before every measured run.
 package main
 
@@ -77,10 +83,11 @@ var kinds = []string{
 	"http-ringpoll", "http-ringpoll-epoll", "http-std",
 	"grpc-ringpoll", "grpc-ringpoll-epoll", "grpc-std",
 	"quic-ringpoll", "quic-std",
+	"dns-ringpoll", "dns-ringpoll-epoll", "dns-std",
 }
 
 // checks are the values -check takes.
-var checks = []string{"hello", "json", "h2c-hello", "file", "grpc-unary", "grpc-stream", "quic-bulk", "quic-small"}
+var checks = []string{"hello", "json", "h2c-hello", "file", "grpc-unary", "grpc-stream", "quic-bulk", "quic-small", "dns"}
 
 // config is a parsed and validated command line.
 type config struct {
@@ -145,7 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
 	fs := cmdline.FlagSet("frameserve", stderr)
 	fs.StringVar(&cfg.kind, "server", "", "server kind: "+fmt.Sprint(kinds))
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "TCP (UDP for quic-*) `host:port` to listen on (port 0 picks one), or with -check to ask")
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "TCP (UDP for quic-* and dns-*) `host:port` to listen on (port 0 picks one), or with -check to ask")
 	fs.StringVar(&cfg.file, "file", "", "http-* servers: serve this file at /file; -check file: the file to compare with")
 	fs.BoolVar(&cfg.h2c, "h2c", false, "http-* servers: also speak HTTP/2 without TLS, with prior knowledge (http.Protocols)")
 	fs.StringVar(&cfg.check, "check", "", "make one request to -addr and check the answer: "+fmt.Sprint(checks))
@@ -200,6 +207,8 @@ func start(cfg config) (*running, error) {
 		return startGRPC(cfg)
 	case "quic-ringpoll", "quic-std":
 		return startQUIC(cfg)
+	case "dns-ringpoll", "dns-ringpoll-epoll", "dns-std":
+		return startDNS(cfg)
 	default:
 		return startHTTP(cfg)
 	}

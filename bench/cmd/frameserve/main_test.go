@@ -39,6 +39,9 @@ func TestServers(t *testing.T) {
 		{"grpc-std", false, []string{"grpc-unary", "grpc-stream"}},
 		{"quic-ringpoll", false, []string{"quic-bulk", "quic-small"}},
 		{"quic-std", false, []string{"quic-bulk", "quic-small"}},
+		{"dns-ringpoll", false, []string{"dns"}},
+		{"dns-ringpoll-epoll", false, []string{"dns"}},
+		{"dns-std", false, []string{"dns"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			cfg := config{kind: tc.kind, addr: "127.0.0.1:0", h2c: tc.h2c}
