@@ -25,7 +25,7 @@ import (
 type fwScenario struct {
 	name   string
 	about  string // for the report's heading
-	client string // "wrk", "h2load", "grpc" or "quicload"
+	client string // "wrk", "h2load", "grpc", "quicload" or "dnsperf"
 	path   string // the URL path the HTTP clients ask for
 	check  string // frameserve -check, before every measured run
 	mode   string // benchfmt.Cell.Mode: http1, h2c, unary, streaming
@@ -50,6 +50,7 @@ var (
 	httpServers  = []string{"http-ringpoll", "http-ringpoll-epoll", "http-std"}
 	grpcServers  = []string{"grpc-ringpoll", "grpc-ringpoll-epoll", "grpc-std"}
 	quicServers  = []string{"quic-ringpoll", "quic-std"}
+	dnsServers   = []string{"dns-ringpoll", "dns-ringpoll-epoll", "dns-std"}
 )
 
 // fwScenarios are the family's scenarios, in report order.
@@ -72,9 +73,11 @@ var fwScenarios = []fwScenario{
 		servers: quicServers, ref: "quic-std", bytes: true, udp: true, both: true},
 	{name: "quic-small", about: "quic-go, 64 B answers on many streams, quicload", client: "quicload", check: "quic-small", mode: "quic",
 		size: 64, servers: quicServers, ref: "quic-std", udp: true, both: true},
+	{name: "dns", about: "miekg/dns, A queries over UDP, dnsperf", client: "dnsperf", check: "dns", mode: "dns",
+		servers: dnsServers, ref: "dns-std", udp: true, both: true},
 }
 
-const defaultFwScenarios = "hertz-hello,hertz-json,http-hello,h2c-hello,file,grpc-unary,grpc-stream,quic-bulk,quic-small"
+const defaultFwScenarios = "hertz-hello,hertz-json,http-hello,h2c-hello,file,grpc-unary,grpc-stream,quic-bulk,quic-small,dns"
 
 func lookupFwScenario(name string) (fwScenario, bool) {
 	i := slices.IndexFunc(fwScenarios, func(s fwScenario) bool { return s.name == name })
@@ -99,6 +102,8 @@ type fwConfig struct {
 	quicStreams   int   // quic-small's streams at a time per connection
 	quicBulkConns []int // quic-bulk's, one stream at a time each
 	quicBulkSize  int   // the bytes each quic-bulk stream asks for
+	dnsClients    []int // dnsperf's clients (sockets)
+	dnsDepth      int   // queries outstanding per dnsperf client
 	threads       int   // client threads (wrk, h2load)
 	repeats       int
 	warmup        time.Duration
@@ -113,8 +118,8 @@ type fwConfig struct {
 
 // fwFlagSet holds the family's flags as the flag package fills them.
 type fwFlagSet struct {
-	scenarios, conns, h2Conns, fileConns, grpcConns, quicConns, bulkConns *string
-	h2Streams, fileMiB, grpcRPCs, grpcSize, threads, quicStreams, bulkMiB *int
+	scenarios, conns, h2Conns, fileConns, grpcConns, quicConns, bulkConns, dnsClients *string
+	h2Streams, fileMiB, grpcRPCs, grpcSize, threads, quicStreams, bulkMiB, dnsDepth   *int
 }
 
 // addFwFlags defines the family's flags on fs.
@@ -133,8 +138,10 @@ func addFwFlags(fs *flag.FlagSet) fwFlagSet {
 		quicConns: fs.String("fw-quic-conns", "100", "with -frameworks: quicload's connections for quic-small"),
 		quicStreams: fs.Int("fw-quic-streams", 10,
 			"with -frameworks: quicload's streams at a time on each connection for quic-small (each asks for 64 B)"),
-		bulkConns: fs.String("fw-quic-bulk-conns", "2", "with -frameworks: quicload's connections for quic-bulk, one stream at a time each"),
-		bulkMiB:   fs.Int("fw-quic-bulk-mib", 4, "with -frameworks: the MiB each quic-bulk stream asks for"),
+		bulkConns:  fs.String("fw-quic-bulk-conns", "2", "with -frameworks: quicload's connections for quic-bulk, one stream at a time each"),
+		bulkMiB:    fs.Int("fw-quic-bulk-mib", 4, "with -frameworks: the MiB each quic-bulk stream asks for"),
+		dnsClients: fs.String("fw-dns-clients", "10,100", "with -frameworks: dnsperf's clients (UDP sockets) for dns"),
+		dnsDepth:   fs.Int("fw-dns-depth", 2, "with -frameworks: queries outstanding per dnsperf client"),
 	}
 }
 
@@ -142,7 +149,7 @@ func addFwFlags(fs *flag.FlagSet) fwFlagSet {
 // and the shared ones in cfg.
 func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, error) {
 	fc := fwConfig{h2Streams: *f.h2Streams, fileSize: int64(*f.fileMiB) << 20, grpcRPCs: *f.grpcRPCs,
-		grpcSize: *f.grpcSize, quicStreams: *f.quicStreams, quicBulkSize: *f.bulkMiB << 20, threads: *f.threads,
+		grpcSize: *f.grpcSize, quicStreams: *f.quicStreams, quicBulkSize: *f.bulkMiB << 20, dnsDepth: *f.dnsDepth, threads: *f.threads,
 		repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 		serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, charts: cfg.charts, src: cfg.src, out: cfg.out,
 		commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
@@ -174,7 +181,8 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 		dst  *[]int
 	}{{"-fw-conns", f.conns, &fc.conns}, {"-fw-h2-conns", f.h2Conns, &fc.h2Conns},
 		{"-fw-file-conns", f.fileConns, &fc.fileConns}, {"-fw-grpc-conns", f.grpcConns, &fc.grpcConns},
-		{"-fw-quic-conns", f.quicConns, &fc.quicConns}, {"-fw-quic-bulk-conns", f.bulkConns, &fc.quicBulkConns}} {
+		{"-fw-quic-conns", f.quicConns, &fc.quicConns}, {"-fw-quic-bulk-conns", f.bulkConns, &fc.quicBulkConns},
+		{"-fw-dns-clients", f.dnsClients, &fc.dnsClients}} {
 		if *l.dst, err = parseConns(*l.s); err != nil {
 			return fc, fmt.Errorf("%s: %w", l.name, err)
 		}
@@ -192,6 +200,8 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 		return fc, fmt.Errorf("-fw-quic-streams %d: want 1 to 1000 (what frameserve's QUIC servers allow)", fc.quicStreams)
 	case *f.bulkMiB < 1 || *f.bulkMiB > 1024:
 		return fc, fmt.Errorf("-fw-quic-bulk-mib %d: want 1 to 1024", *f.bulkMiB)
+	case fc.dnsDepth < 1 || fc.dnsDepth > 1000:
+		return fc, fmt.Errorf("-fw-dns-depth %d: want 1 to 1000", fc.dnsDepth)
 	case fc.threads < 0 || fc.threads > 256:
 		return fc, fmt.Errorf("-fw-threads %d: want 0 (one per load CPU) to 256", fc.threads)
 	}
@@ -214,13 +224,15 @@ func (fc *fwConfig) connsOf(sc fwScenario) []int {
 		return fc.quicBulkConns
 	case sc.client == "quicload":
 		return fc.quicConns
+	case sc.client == "dnsperf":
+		return fc.dnsClients
 	}
 	return fc.conns
 }
 
 // depthOf is what a scenario runs at once on each connection: h2load's
-// streams, the gRPC client's calls, quicload's streams (1 in bulk), 1 for
-// wrk.
+// streams, the gRPC client's calls, quicload's streams (1 in bulk),
+// dnsperf's queries per client, 1 for wrk.
 func (fc *fwConfig) depthOf(sc fwScenario) int {
 	switch {
 	case sc.client == "h2load":
@@ -229,6 +241,8 @@ func (fc *fwConfig) depthOf(sc fwScenario) int {
 		return fc.grpcRPCs
 	case sc.client == "quicload" && !sc.bytes:
 		return fc.quicStreams
+	case sc.client == "dnsperf":
+		return fc.dnsDepth
 	}
 	return 1
 }
@@ -258,7 +272,8 @@ func fwCheckArgv(bin string, sc fwScenario, addr, file string) []string {
 
 // clientArgv is the command line of sc's client at conns connections
 // against addr for seconds; aux is the client's extra file: wrk's script,
-// h2load's log, or the name the gRPC client gives its profiles.
+// h2load's log, the name the gRPC client gives its profiles, or dnsperf's
+// query file.
 func (fc *fwConfig) clientArgv(tools map[string]string, sc fwScenario, addr string, conns, seconds int, aux string) []string {
 	switch sc.client {
 	case "h2load":
@@ -268,6 +283,8 @@ func (fc *fwConfig) clientArgv(tools map[string]string, sc fwScenario, addr stri
 		return grpcArgv(tools["grpc"], port, conns, fc.grpcRPCs, fc.grpcSize, seconds, sc.mode, aux)
 	case "quicload":
 		return quicloadArgv(tools["quicload"], addr, conns, fc.depthOf(sc), sc.size, seconds)
+	case "dnsperf":
+		return dnsperfArgv(tools["dnsperf"], addr, fc.threads, conns, fc.depthOf(sc), seconds, aux)
 	}
 	return wrkArgv(tools["wrk"], fc.threads, conns, seconds, aux, "http://"+addr+sc.path)
 }

@@ -73,11 +73,20 @@ func TestFwConfig(t *testing.T) {
 		t.Errorf("QUIC: sizes %d and %d, conns %v and %v, depths %d and %d", small.size, bulk.size,
 			fc.connsOf(small), fc.connsOf(bulk), fc.depthOf(small), fc.depthOf(bulk))
 	}
+	fc, err = fwParse("-fw-scenarios", "dns", "-fw-dns-clients", "4,40", "-fw-dns-depth", "25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dns := fc.scenarios[0]; !slices.Equal(fc.connsOf(dns), []int{4, 40}) || fc.depthOf(dns) != 25 || !dns.udp {
+		t.Errorf("dns: conns %v, depth %d, udp %v", fc.connsOf(dns), fc.depthOf(dns), dns.udp)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"-fw-scenarios", "nosuch"}, "-fw-scenarios"},
+		{[]string{"-fw-dns-clients", "0"}, "-fw-dns-clients"},
+		{[]string{"-fw-dns-depth", "0"}, "-fw-dns-depth"},
 		{[]string{"-fw-scenarios", "file,file"}, "twice"},
 		{[]string{"-fw-scenarios", ","}, "no scenario"},
 		{[]string{"-fw-conns", "0"}, "-fw-conns"},
@@ -119,6 +128,8 @@ func TestFwServerArgv(t *testing.T) {
 		{fwCheckArgv("/b/fs", sc("grpc-stream"), "A", "/f"), []string{"/b/fs", "-check", "grpc-stream", "-addr", "A"}},
 		{fwServerArgv("/b/fs", "quic-ringpoll", sc("quic-bulk"), "A", "/f"), []string{"/b/fs", "-server", "quic-ringpoll", "-addr", "A"}},
 		{fwCheckArgv("/b/fs", sc("quic-small"), "A", "/f"), []string{"/b/fs", "-check", "quic-small", "-addr", "A"}},
+		{fwServerArgv("/b/fs", "dns-ringpoll-epoll", sc("dns"), "A", "/f"), []string{"/b/fs", "-server", "dns-ringpoll-epoll", "-addr", "A"}},
+		{fwCheckArgv("/b/fs", sc("dns"), "A", "/f"), []string{"/b/fs", "-check", "dns", "-addr", "A"}},
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("got  %q\nwant %q", tc.got, tc.want)
@@ -128,7 +139,7 @@ func TestFwServerArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := map[string]string{"wrk": "wrk", "h2load": "h2load", "grpc": "g", "quicload": "q"}
+	tools := map[string]string{"wrk": "wrk", "h2load": "h2load", "grpc": "g", "quicload": "q", "dnsperf": "d"}
 	if got := fc.clientArgv(tools, sc("grpc-stream"), "127.0.0.1:7000", 3, 2, "n"); !slices.Equal(got,
 		grpcArgv("g", "7000", 3, 4, 1, 2, "streaming", "n")) {
 		t.Errorf("gRPC client: %q", got)
@@ -149,7 +160,11 @@ func TestFwServerArgv(t *testing.T) {
 	if got := fc.clientArgv(tools, bulk, "A", 2, 2, ""); !slices.Equal(got, quicloadArgv("q", "A", 2, 1, 4<<20, 2)) {
 		t.Errorf("quicload, bulk: %q", got)
 	}
-	// The QUIC servers listen on UDP.
+	// dnsperf: -fw-dns-depth queries outstanding per client.
+	if got := fc.clientArgv(tools, sc("dns"), "127.0.0.1:53", 10, 2, "/q"); !slices.Equal(got, dnsperfArgv("d", "127.0.0.1:53", 1, 10, 2, 2, "/q")) {
+		t.Errorf("dnsperf: %q", got)
+	}
+	// The QUIC and DNS servers listen on UDP.
 	if network, addr, err := fwAddr(sc("quic-small")); network != "udp" || err != nil || !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Errorf("fwAddr(quic-small) = %s, %s, %v", network, addr, err)
 	}
@@ -449,7 +464,7 @@ func TestFwReportQUIC(t *testing.T) {
 	writeFwReport(&b, meta{Repeats: 2}, runs, summarize(runs, quicServers), nil)
 	out := b.String()
 	for _, want := range []string{
-		"- client CPU (QUIC scenarios):",
+		"- client CPU (QUIC and DNS scenarios):",
 		"### quic-bulk: quic-go, large answers, quicload, 1 stream at a time per connection, each asking for 4 MiB",
 		"| MiB/s | MiB per server CPU-s | vs quic-std | paired vs quic-std | server CPU ms/MiB | client CPU ms/MiB | both CPU ms/MiB | paired vs quic-std, both | errors |",
 		// Half the server's CPU for the same bytes: twice the bytes per

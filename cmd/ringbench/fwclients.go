@@ -15,12 +15,12 @@ import (
 	"time"
 )
 
-// The clients of the -frameworks family, none of them ours but the last:
+// The clients of the -frameworks family, none of them ours but quicload:
 // wrk (HTTP/1.1 keep-alive), h2load (HTTP/2 without TLS, prior
 // knowledge), grpc-go's benchmark client
-// (google.golang.org/grpc/benchmark/client) and, as there is no standard
-// QUIC load tool to install, the bench module's quicload (quic-go on std
-// UDP sockets). Each takes its duration in whole seconds; each prints a
+// (google.golang.org/grpc/benchmark/client), dnsperf (DNS queries over
+// UDP) and, as there is no standard QUIC load tool to install, the bench
+// module's quicload (quic-go on std UDP sockets). Each takes its duration in whole seconds; each prints a
 // text report that the parsers below read.
 
 // clientResult is what a client reported about one measured run.
@@ -302,5 +302,75 @@ func parseQuicload(out string) (clientResult, error) {
 	if n > 0 {
 		r.ErrorText = "first: " + r.ErrorText
 	}
+	return r, nil
+}
+
+// dnsQueries is dnsperf's query file: A queries for names the dns-*
+// servers answer (every A query gets an answer), run through in a loop.
+func dnsQueries() string {
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "h%d.example. A\n", i)
+	}
+	return b.String()
+}
+
+// dnsperfArgv is dnsperf's command line: the server, its threads, clients
+// (a UDP socket each), queries outstanding (depth per client), whole
+// seconds, the query file, and a timeout well above any answer's latency
+// here (a lost query is waited for that long at the end of the run).
+func dnsperfArgv(bin, addr string, threads, clients, depth, seconds int, queries string) []string {
+	host, port, _ := strings.Cut(addr, ":")
+	return []string{bin, "-s", host, "-p", port, "-T", strconv.Itoa(min(threads, clients)), "-c", strconv.Itoa(clients),
+		"-q", strconv.Itoa(clients * depth), "-l", strconv.Itoa(seconds), "-t", "2", "-d", queries}
+}
+
+var (
+	dnsCompleted = regexp.MustCompile(`(?m)^\s*Queries completed:\s+(\d+)`)
+	dnsLost      = regexp.MustCompile(`(?m)^\s*Queries lost:\s+(\d+)`)
+	dnsRunTime   = regexp.MustCompile(`(?m)^\s*Run time \(s\):\s+([\d.]+)`)
+	dnsRate      = regexp.MustCompile(`(?m)^\s*Queries per second:\s+([\d.]+)`)
+	dnsCodes     = regexp.MustCompile(`(?m)^\s*Response codes:\s+(.*)$`)
+	dnsCode      = regexp.MustCompile(`([A-Z]+) (\d+) \(`)
+	dnsSize      = regexp.MustCompile(`(?m)^\s*Average packet size:\s+request \d+, response (\d+)`)
+)
+
+// parseDnsperf reads dnsperf's report. Requests are the queries answered;
+// lost ones and answers other than NOERROR are errors. dnsperf prints an
+// average latency and no percentiles, so those stay unknown; bytes are
+// the answers' average size times their number.
+func parseDnsperf(out string) (clientResult, error) {
+	r := clientResult{Bytes: -1, P50us: -1, P99us: -1, P999us: -1, ClientCPUs: -1}
+	c, t := dnsCompleted.FindStringSubmatch(out), dnsRunTime.FindStringSubmatch(out)
+	if c == nil || t == nil {
+		return r, fmt.Errorf("dnsperf: no \"Queries completed:\" and \"Run time (s):\" lines in its output: %s", tail0(out))
+	}
+	r.Requests, _ = strconv.ParseFloat(c[1], 64)
+	r.Seconds, _ = strconv.ParseFloat(t[1], 64)
+	if m := dnsRate.FindStringSubmatch(out); m != nil {
+		r.ReqPerS, _ = strconv.ParseFloat(m[1], 64)
+	} else if r.Seconds > 0 {
+		r.ReqPerS = r.Requests / r.Seconds
+	}
+	if m := dnsSize.FindStringSubmatch(out); m != nil {
+		size, _ := strconv.ParseFloat(m[1], 64)
+		r.Bytes = size * r.Requests
+	}
+	var what []string
+	if m := dnsLost.FindStringSubmatch(out); m != nil {
+		if n, _ := strconv.ParseInt(m[1], 10, 64); n > 0 {
+			r.Errors += n
+			what = append(what, fmt.Sprintf("%d lost", n))
+		}
+	}
+	if m := dnsCodes.FindStringSubmatch(out); m != nil {
+		for _, code := range dnsCode.FindAllStringSubmatch(m[1], -1) {
+			if n, _ := strconv.ParseInt(code[2], 10, 64); code[1] != "NOERROR" && n > 0 {
+				r.Errors += n
+				what = append(what, fmt.Sprintf("%d %s", n, code[1]))
+			}
+		}
+	}
+	r.ErrorText = strings.Join(what, ", ")
 	return r, nil
 }

@@ -186,6 +186,36 @@ func TestParseQuicload(t *testing.T) {
 	}
 }
 
+func TestParseDnsperf(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want clientResult
+	}{
+		{"dnsperf.txt", clientResult{Requests: 125028, Seconds: 2.002744, ReqPerS: 62428.348306, Bytes: 55 * 125028,
+			P50us: -1, P99us: -1, P999us: -1}},
+		{"dnsperf-errors.txt", clientResult{Requests: 1000, Seconds: 1, ReqPerS: 1000, Bytes: 55 * 1000,
+			P50us: -1, P99us: -1, P999us: -1, Errors: 20, ErrorText: "10 lost, 7 SERVFAIL, 3 REFUSED"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			got, err := parseDnsperf(readSample(t, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResult(t, got, tc.want)
+		})
+	}
+	for _, bad := range []string{"dnsperf: invalid argument\n", "  Queries completed:    1 (100.00%)\n"} {
+		if _, err := parseDnsperf(bad); err == nil {
+			t.Errorf("parseDnsperf(%q) succeeded", bad)
+		}
+	}
+	// The query file asks only what the dns-* servers answer: A records.
+	lines := strings.Split(strings.TrimSpace(dnsQueries()), "\n")
+	if len(lines) != 100 || lines[0] != "h0.example. A" {
+		t.Errorf("dnsQueries: %d lines, first %q", len(lines), lines[0])
+	}
+}
+
 // TestClientArgv: the clients' command lines, threads never above
 // connections, durations in whole seconds.
 func TestClientArgv(t *testing.T) {
@@ -202,6 +232,10 @@ func TestClientArgv(t *testing.T) {
 			[]string{"g", "-port", "7000", "-c", "10", "-r", "10", "-w", "0", "-d", "3", "-req", "1", "-resp", "1", "-rpc_type", "unary", "-test_name", "n"}},
 		{quicloadArgv("q", "127.0.0.1:9", 100, 10, 64, 3),
 			[]string{"q", "-addr", "127.0.0.1:9", "-conns", "100", "-streams", "10", "-size", "64", "-duration", "3s"}},
+		{dnsperfArgv("d", "127.0.0.1:53", 2, 10, 10, 3, "/q"),
+			[]string{"d", "-s", "127.0.0.1", "-p", "53", "-T", "2", "-c", "10", "-q", "100", "-l", "3", "-t", "2", "-d", "/q"}},
+		{dnsperfArgv("d", "127.0.0.1:53", 4, 1, 5, 1, "/q"),
+			[]string{"d", "-s", "127.0.0.1", "-p", "53", "-T", "1", "-c", "1", "-q", "5", "-l", "1", "-t", "2", "-d", "/q"}},
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("got  %q\nwant %q", tc.got, tc.want)

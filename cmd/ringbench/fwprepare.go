@@ -15,13 +15,13 @@ import (
 	"strings"
 )
 
-// fwPrepare finds the clients the scenarios need, installing wrk and
-// h2load when missing, and builds frameserve, ringplot, quicload and
+// fwPrepare finds the clients the scenarios need, installing wrk, h2load
+// and dnsperf when missing, and builds frameserve, ringplot, quicload and
 // grpc-go's benchmark client in bin. It drops the scenarios whose client
 // is missing, noting why, and returns the clients' paths and versions.
 func fwPrepare(ctx context.Context, fc *fwConfig, bin string, note func(string)) (map[string]string, []string, error) {
-	// The clients: wrk and h2load from Debian, the gRPC one and quicload
-	// built.
+	// The clients: wrk, h2load and dnsperf from Debian, the gRPC one and
+	// quicload built.
 	var want []string
 	for _, sc := range fc.scenarios {
 		if _, deb := debPackages[sc.client]; deb && !slices.Contains(want, sc.client) {
@@ -62,7 +62,7 @@ func fwPrepare(ctx context.Context, fc *fwConfig, bin string, note func(string))
 	}
 	for _, t := range want {
 		if tools[t] != "" {
-			versions = append(versions, toolVersion(ctx, tools[t], map[string]string{"wrk": "-v", "h2load": "--version"}[t]))
+			versions = append(versions, toolVersion(ctx, tools[t], map[string]string{"wrk": "-v", "h2load": "--version", "dnsperf": "-h"}[t]))
 		}
 	}
 	if tools["grpc"] != "" {

@@ -34,11 +34,11 @@ func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 		"(`/proc/stat` over the same window: the wall time less the CPUs' idle time, which the kernel measures exactly, softirqs counted as busy): "+
 		"on loopback the kernel's TCP work runs on either side and is charged "+
 		"to whatever thread ran there, so the server threads' CPU moves with that split and the busy time of all CPUs does not\n")
-	fmt.Fprintf(w, "- client CPU (QUIC scenarios): the client process's user and system CPU-seconds over its whole run (its rusage, from wait4), "+
+	fmt.Fprintf(w, "- client CPU (QUIC and DNS scenarios): the client process's user and system CPU-seconds over its whole run (its rusage, from wait4), "+
 		"the same window as the server's; \"both\" is the two processes' together. On loopback the kernel delivers a datagram in the sender's softirq, "+
 		"so part of the receiver's work is charged to the sender's threads: the sum does not move with that split\n")
 	fmt.Fprintf(w, "- every server's answer is checked once before each measured run (`frameserve -check`); a run whose check failed, "+
-		"whose client failed, or whose client counted errors (socket errors or non-2xx answers; failed streams for quicload) is flagged\n")
+		"whose client failed, or whose client counted errors (socket errors or non-2xx answers; failed streams for quicload; lost queries and answers other than NOERROR for dnsperf) is flagged\n")
 	for _, n := range m.Notes {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
@@ -87,6 +87,8 @@ func writeFwGroup(w io.Writer, runs []benchfmt.Run, g []benchfmt.Summary, charts
 		load = fmt.Sprintf(", %d calls at a time per connection, %s payloads", c.Depth, sizeText(c.Size))
 	case "quicload":
 		load = fmt.Sprintf(", %s at a time per connection, each asking for %s", plural(c.Depth, "stream"), sizeText(c.Size))
+	case "dnsperf":
+		load = fmt.Sprintf(", %d outstanding per client (conns: dnsperf's clients, a UDP socket each)", c.Depth)
 	}
 	fmt.Fprintf(w, "\n### %s: %s%s\n\n", sc.name, about, load)
 	per := "requests"

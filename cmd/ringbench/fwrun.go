@@ -254,6 +254,12 @@ func (r *fwRunner) client(ctx context.Context, sc fwScenario, addr string, conns
 	case "h2load":
 		aux = filepath.Join(r.logs, "h2load-requests.tsv")
 		defer os.Remove(aux)
+	case "dnsperf":
+		aux = filepath.Join(r.logs, "dnsperf-queries.txt")
+		if err := os.WriteFile(aux, []byte(dnsQueries()), 0o644); err != nil {
+			return clientResult{}, err
+		}
+		defer os.Remove(aux)
 	case "grpc":
 		r.seq++
 		aux = fmt.Sprintf("ringbench-%d-%d", os.Getpid(), r.seq)
@@ -291,6 +297,8 @@ func parseClient(client, out string, seconds int, aux string) (clientResult, err
 		return parseGRPC(out, seconds)
 	case "quicload":
 		return parseQuicload(out)
+	case "dnsperf":
+		return parseDnsperf(out)
 	}
 	return parseWrk(out)
 }

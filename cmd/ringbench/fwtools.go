@@ -10,13 +10,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
 
 // debPackages names the Debian package of each client ringbench installs
 // when it is missing.
-var debPackages = map[string]string{"wrk": "wrk", "h2load": "nghttp2-client"}
+var debPackages = map[string]string{"wrk": "wrk", "h2load": "nghttp2-client", "dnsperf": "dnsperf"}
 
 // installer installs the clients; its fields are the outside world, so a
 // test can stand in for it.
@@ -107,6 +108,12 @@ func toolVersion(ctx context.Context, argv ...string) string {
 	defer cancel()
 	// wrk prints its version with the usage and exits 1.
 	out, _ := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	// dnsperf prints it last, as "Version 2.10.0".
+	for l := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Version "); ok {
+			return filepath.Base(argv[0]) + " " + v
+		}
+	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	line, _, _ = strings.Cut(line, " Copyright")
 	if line == "" {

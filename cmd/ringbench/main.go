@@ -92,23 +92,29 @@
 //     time asking for -fw-quic-bulk-mib MiB, compared in bytes per server
 //     CPU-second; quic-small at -fw-quic-conns connections of
 //     -fw-quic-streams streams asking for 64 B. Both add the client's CPU
-//     (its rusage) and both processes' per MiB or per request.
+//     (its rusage) and both processes' per MiB or per request;
+//   - dns: miekg/dns's dns.Server on a ringpoll.ListenPacket socket (the
+//     default engine, and epoll) and on net.ListenPacket (the reference),
+//     answering A queries, loaded by dnsperf at -fw-dns-clients clients
+//     (a UDP socket each) of -fw-dns-depth queries outstanding each, with
+//     the client's CPU and both processes' as for QUIC.
 //
 // The servers are bench/cmd/frameserve, one process per scenario and
 // repeat, pinned to the server CPUs; the clients run on the load CPUs.
-// wrk and h2load come from Debian (wrk, nghttp2-client): missing, they are
-// installed with apt-get when ringbench runs as root, and otherwise their
-// scenarios are left out and the report says why; quicload is built from
-// the bench module with frameserve. Before every measured run one answer
-// is checked (frameserve -check); each client runs once for -warmup
-// (dropped), then for -duration (both in whole seconds: the clients take
-// no less), with the server's CPU read from /proc/PID/task/*/schedstat
-// just before and just after. Per cell it reports the client's throughput
-// and p50/p99 (p99.9 from wrk, through a Lua script, from h2load's
-// per-request log and from quicload), the server's CPU, requests per
-// server CPU-second and their ratio to the reference, also paired within
-// each repeat; runs whose check failed or whose client counted socket
-// errors, non-2xx answers or failed streams are flagged.
+// wrk, h2load and dnsperf come from Debian (wrk, nghttp2-client, dnsperf):
+// missing, they are installed with apt-get when ringbench runs as root,
+// and otherwise their scenarios are left out and the report says why;
+// quicload is built from the bench module with frameserve. Before every
+// measured run one answer is checked (frameserve -check); each client runs
+// once for -warmup (dropped), then for -duration (both in whole seconds:
+// the clients take no less), with the server's CPU read from
+// /proc/PID/task/*/schedstat just before and just after. Per cell it
+// reports the client's throughput and p50/p99 (p99.9 from wrk, through a
+// Lua script, from h2load's per-request log and from quicload; dnsperf
+// gives none), the server's CPU, requests per server CPU-second and their
+// ratio to the reference, also paired within each repeat; runs whose check
+// failed or whose client counted socket errors, non-2xx answers, failed
+// streams or lost queries are flagged.
 //
 // With -scale it runs the scale family instead (scale.go): -servers (by
 // default the matrix's) from 10 to 19,000 connections (-scale-conns), at
@@ -219,7 +225,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpClient := fs.String("udp-client", "ringload", "with -udp-rate: the clients, ringload (Go, ringload -proto udp-rr) or c (bench/c/udp_rr.c: one C thread, no runtime of its own; needs a C compiler)")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
-	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download), grpc-go and quic-go on ringpoll and on their usual network layer, loaded by wrk, h2load, grpc-go's benchmark client and quicload")
+	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download), grpc-go, quic-go and miekg/dns on ringpoll and on their usual network layer, loaded by wrk, h2load, grpc-go's benchmark client, quicload and dnsperf")
 	fwf := addFwFlags(fs)
 	scale := fs.Bool("scale", false, "run the scale family instead: -servers from -scale-conns connections at each of -scale-loads, each run on a fresh server, with its resident memory per connection; scale.md, scale.jsonl and charts against the connection count (the defaults take about 10 minutes on 2 CPUs)")
 	scaleConns := fs.String("scale-conns", defaultScaleConns, "with -scale: connection counts, comma-separated (counts past the open-files limit or the ephemeral ports are left out, with a note)")
