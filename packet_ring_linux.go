@@ -91,11 +91,19 @@ func (c *PacketConn) readRing(ring *uringp.PacketRing, sb *serveBatch) ([]Packet
 	sb.got = n
 	ps := sb.in[:0]
 	var cut uint64
-	for _, d := range sb.ds[:n] {
+	for i := range sb.ds[:n] {
+		d := &sb.ds[i]
 		if d.Truncated {
 			cut++
 		}
-		ps = appendDatagram(ps, Packet{Data: d.Data, Addr: d.Addr, Size: d.Size, Truncated: d.Truncated}, d.Segment)
+		if d.Segment > 0 || len(ps) == cap(ps) {
+			ps = appendDatagram(ps, Packet{Data: d.Data, Addr: d.Addr, Size: d.Size, Truncated: d.Truncated}, d.Segment)
+			continue
+		}
+		// Field by field, as parse fills d.
+		ps = ps[:len(ps)+1]
+		p := &ps[len(ps)-1]
+		p.Data, p.Addr, p.Size, p.Truncated = d.Data, d.Addr, d.Size, d.Truncated
 	}
 	c.batches.Add(1)
 	c.packets.Add(uint64(len(ps)))

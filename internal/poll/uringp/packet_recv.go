@@ -4,6 +4,7 @@ package uringp
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"syscall"
 	"unsafe"
@@ -226,8 +227,12 @@ func (p *PacketRing) parse(d *Datagram, cqe *uring.CQE) bool {
 	h := (*uring.RecvmsgOut)(unsafe.Pointer(&b[0]))
 	data := b[recvmsgOutSize+nameSpace+p.ctl:]
 	data = data[:min(len(data), p.max):min(len(data), p.max)]
-	*d = Datagram{Data: data, Size: int(h.Payloadlen), Bid: bid}
-	d.Truncated = h.Flags&unix.MSG_TRUNC != 0 || d.Size > len(data)
+	// Field by field: a composite literal is built on the stack and
+	// copied, and the copy's wide loads stall on the narrow stores.
+	size := int(h.Payloadlen)
+	d.Data, d.Size, d.Bid, d.Segment = data, size, bid, 0
+	d.Truncated = h.Flags&unix.MSG_TRUNC != 0 || size > len(data)
+	d.Addr = netip.AddrPort{}
 	if h.Namelen > 0 {
 		d.Addr = mmsg.DecodeAddr((*unix.RawSockaddrInet6)(unsafe.Pointer(&b[recvmsgOutSize])), min(h.Namelen, nameSpace))
 	}
