@@ -58,7 +58,7 @@ var udpServers = map[string]func(b bins, port int, stats string, reply bool, rcv
 		}
 		return []string{b.peerecho, "-impl", "gnet", "-proto", proto, "-addr", fmt.Sprint("127.0.0.1:", port), "-stats-file", stats, "-rcvbuf", fmt.Sprint(rcvbuf)}
 	},
-	"c-recvmmsg": func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
+	cRecvmmsg: func(b bins, port int, stats string, reply bool, rcvbuf int) []string {
 		argv := []string{b.cUDP, "-b", fmt.Sprint(rcvbuf)}
 		if reply {
 			argv = append(argv, "-r")
@@ -76,6 +76,10 @@ func ringechoUDP(args ...string) func(b bins, port int, stats string, reply bool
 		return argv
 	}
 }
+
+// cRecvmmsg is the C server (bench/c/udp_recv.c, recvmmsg(2) in a loop),
+// the anchor the one-way figures are also taken over.
+const cRecvmmsg = "c-recvmmsg"
 
 const (
 	defaultUDPOffered = "600000,1200000"

@@ -109,6 +109,32 @@ func TestUDPReportPaired(t *testing.T) {
 	}
 }
 
+// TestUDPReportOverC: one way, with the C server among them, each server
+// is also paired with C's runs repeat by repeat; C is not paired with
+// itself.
+func TestUDPReportOverC(t *testing.T) {
+	cfg := udpConfig{servers: []string{"ringpoll", "std", cRecvmmsg}, sizes: []int{32}, flows: 8, repeats: 3, loadCPUs: cpuSet{1}, serverCPUs: cpuSet{0}}
+	var runs []udpRun
+	for i := range 3 {
+		// The machine drifts from repeat to repeat; the ratios do not.
+		drift := float64(i + 1)
+		runs = append(runs,
+			udpRun{Server: "std", Size: 32, Repeat: i, PerCPU: 1000 * drift, Busy: 1, UserBusy: -1, KernelBusy: -1},
+			udpRun{Server: "ringpoll", Size: 32, Repeat: i, PerCPU: 1800 * drift, Busy: 1, UserBusy: -1, KernelBusy: -1},
+			udpRun{Server: cRecvmmsg, Size: 32, Repeat: i, PerCPU: 2000 * drift, Busy: 1, UserBusy: -1, KernelBusy: -1})
+	}
+	var b bytes.Buffer
+	writeUDPReport(&b, cfg, runs)
+	out := b.String()
+	for _, want := range []string{"| server | received per busy CPU-s | received per busy CPU-s over C's |",
+		"| ringpoll | 1.800 (1.800-1.800, n=3) | 0.900 (0.900-0.900, n=3) |",
+		"| c-recvmmsg | 2.000 (2.000-2.000, n=3) | - |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestUDPChart: one bar per server that has runs, scaled to the largest,
 // with its median printed.
 func TestUDPChart(t *testing.T) {

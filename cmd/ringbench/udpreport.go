@@ -146,11 +146,12 @@ func writeUDPOutputs(cfg udpConfig, runs []udpRun, name string, offered []float6
 	return os.WriteFile(filepath.Join(cfg.out, name+".md"), md.Bytes(), 0o644)
 }
 
-// udpPaired is one figure of the paired comparison with std: its name
-// and its value in a run.
+// udpPaired is one figure of the paired comparison: its name, its value
+// in a run, and the server it is taken over (std unless named).
 type udpPaired struct {
 	name string
 	get  func(udpRun) float64
+	over string
 }
 
 // writeUDPPaired writes each server's figures over std's, paired within
@@ -159,16 +160,21 @@ type udpPaired struct {
 // medians only dampen): the median of the per-repeat ratios and its 95%
 // bootstrap interval. Request/response compares busy CPU per request,
 // p99 and p99.9 (below 1: less than std's); one way, datagrams received
-// per busy CPU-second (above 1: more). It writes nothing without std's
-// runs.
+// per busy CPU-second (above 1: more), over std's and, when the C server
+// ran, over C's too. It writes nothing without std's runs.
 func writeUDPPaired(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate float64) {
-	figures := []udpPaired{{"received per busy CPU-s", func(r udpRun) float64 { return r.PerCPU }}}
+	perCPU := func(r udpRun) float64 { return r.PerCPU }
+	figures := []udpPaired{{"received per busy CPU-s", perCPU, "std"}}
 	how := "above 1: more datagrams per CPU-second than std"
+	if slices.Contains(cfg.servers, cRecvmmsg) {
+		figures = append(figures, udpPaired{"received per busy CPU-s over C's", perCPU, cRecvmmsg})
+		how += "; in the last column, than the C server"
+	}
 	if cfg.rr {
 		figures = []udpPaired{
-			{"CPU-µs per request", func(r udpRun) float64 { return r.CPUusReq }},
-			{"p99", func(r udpRun) float64 { return r.P99us }},
-			{"p99.9", func(r udpRun) float64 { return r.P999us }},
+			{"CPU-µs per request", func(r udpRun) float64 { return r.CPUusReq }, "std"},
+			{"p99", func(r udpRun) float64 { return r.P99us }, "std"},
+			{"p99.9", func(r udpRun) float64 { return r.P999us }, "std"},
 		}
 		how = "below 1: less CPU, or a shorter tail, than std's"
 	}
@@ -180,7 +186,10 @@ func writeUDPPaired(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate fl
 		row := "| " + srv
 		found := false
 		for _, f := range figures {
-			rs := udpPairedRatios(runs, cfg.rr, size, rate, srv, "std", f.get)
+			var rs []float64
+			if srv != f.over {
+				rs = udpPairedRatios(runs, cfg.rr, size, rate, srv, f.over, f.get)
+			}
 			if len(rs) == 0 {
 				row += " | -"
 				continue
@@ -196,7 +205,7 @@ func writeUDPPaired(w io.Writer, cfg udpConfig, runs []udpRun, size int, rate fl
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Each server paired with std within each repeat: the median of the per-repeat ratios over std's and its 95%% bootstrap interval (%s):\n\n| server", how)
+	fmt.Fprintf(w, "Each server paired with std (and where a column says so, with C) within each repeat: the median of the per-repeat ratios and its 95%% bootstrap interval (%s):\n\n| server", how)
 	for _, f := range figures {
 		fmt.Fprintf(w, " | %s", f.name)
 	}

@@ -41,10 +41,10 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 			cfg.servers = slices.DeleteFunc(cfg.servers, func(s string) bool { return s == "gnet" })
 		}
 	}
-	if slices.Contains(cfg.servers, "c-recvmmsg") {
+	if slices.Contains(cfg.servers, cRecvmmsg) {
 		if err := cCompile(ctx, filepath.Join(cfg.src, "bench", "c", "udp_recv.c"), cfg.bins.cUDP); err != nil {
 			fmt.Fprintf(cfg.stderr, "ringbench: leaving c-recvmmsg out: %v\n", err)
-			cfg.servers = slices.DeleteFunc(cfg.servers, func(s string) bool { return s == "c-recvmmsg" })
+			cfg.servers = slices.DeleteFunc(cfg.servers, func(s string) bool { return s == cRecvmmsg })
 		}
 	}
 	if cfg.rps && !cfg.rr {
