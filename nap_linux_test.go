@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringpoll/ringpoll/internal/poll/uringp"
 )
@@ -18,7 +19,9 @@ var parkedEngines = map[Engine]bool{EngineUring: true, EngineUringHybrid: true, 
 // garbage collections stop the world again and again, in the inline and
 // the goroutine handler styles, and checks every byte and the loops' naps
 // (waits in io_uring_enter on a P the loop keeps, between requests that
-// come close together): some under GOMAXPROCS=2 on the engines whose
+// come close together, though not so close that the program's handlers
+// want that P: each client pauses a millisecond between its rounds):
+// some under GOMAXPROCS=2 on the engines whose
 // loops park, with goroutine handlers; none with inline handlers, and
 // none under GOMAXPROCS=1, where a nap would hold the only P and every
 // other goroutine of the program would wait for its end. The
@@ -36,7 +39,7 @@ func TestLoopNaps(t *testing.T) {
 			return n - before
 		}
 		before = naps()
-		exchange := func() { tsEchoRounds(t, ln, 4, 200) }
+		exchange := func() { tsEchoRounds(t, ln, 4, 100, time.Millisecond) }
 		exchange()
 		// Inline handlers run in the loop: nothing of the
 		// loop's waits on a goroutine, and such a loop
@@ -113,8 +116,8 @@ func tsCollectAlways() (stop func()) {
 }
 
 // tsEchoRounds has clients std net connections to ln each make rounds
-// 1 KiB echo exchanges, every byte checked.
-func tsEchoRounds(t *testing.T, ln *Listener, clients, rounds int) {
+// 1 KiB echo exchanges, every byte checked, pausing between rounds.
+func tsEchoRounds(t *testing.T, ln *Listener, clients, rounds int, pause time.Duration) {
 	t.Helper()
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
@@ -128,6 +131,7 @@ func tsEchoRounds(t *testing.T, ln *Listener, clients, rounds int) {
 					errs <- fmt.Errorf("client %d round %d: %w", i, r, err)
 					return
 				}
+				time.Sleep(pause)
 			}
 		})
 	}

@@ -37,6 +37,10 @@ type loop struct {
 	// last sleep was short.
 	napping bool
 	napNext bool
+	// lastInput is when a turn last brought input (ns since napClock) and
+	// inputGap the moving average of the time between such turns: a loop
+	// naps only while input comes at least napGap apart (nap.go).
+	lastInput, inputGap int64
 	// procs is GOMAXPROCS as the loop last read it, at turn procsTurn,
 	// with RefreshProcs' count at procsEpoch (spareP, nap.go).
 	procs      int32
@@ -119,6 +123,7 @@ func newLoop(m Mode, t Tuning) *loop {
 		draining:    map[*conn]time.Time{},
 		noRecvLimit: t.NoRecvLimit,
 		napping:     !t.NoNap && !(m == ModeSQPoll || t.NoRecvLimit || len(t.CPUs) > 0),
+		inputGap:    int64(napFor), // no input yet: as if it came seldom
 		awake:       poll.Awake{Every: poll.AwakeEvery},
 	}
 }

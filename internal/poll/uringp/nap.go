@@ -34,7 +34,12 @@ import (
 // dial of its own, say) would wait for the nap's end.
 //
 // A nap that saw no completion for napFor parks, and the next sleep
-// parks too unless that one ended within napFor. A loop whose connections
+// parks too unless that one ended within napFor.
+//
+// A kept P is one the program's handlers cannot use, and the more often
+// input comes, the more they want it: a loop naps only while the turns
+// that bring it input come napGap apart or more on average (inputGap).
+// Input that comes more often finds the loop parked, with its P free. A loop whose connections
 // all run their users inline (poll.FD.NoBlock) does not nap: it has no
 // hand-off to a goroutine to save, and with the server sharing its CPUs
 // naps made such a loop dearer (docs/ARCHITECTURE.md, "Naps").
@@ -44,10 +49,29 @@ import (
 // nothing; a shorter bound reprograms the timer at every nap.
 const napFor = 10 * time.Millisecond
 
+// napGap is the shortest average time between a loop's input turns at
+// which it naps (docs/bench/HISTORY.md, "Naps only while input comes
+// seldom").
+const napGap = 150 * time.Microsecond
+
+// napClock is the origin of the loops' input times (noteInput).
+var napClock = time.Now()
+
 // mayNap reports whether the loop naps at this sleep; if so, it has taken
 // a P from keptPs, which the caller gives back after the nap.
 func (l *loop) mayNap() bool {
-	return l.napping && l.napNext && l.blockers > 0 && l.sleepyFiles == 0 && l.spareP() && keptPs.take()
+	return l.napping && l.napNext && l.blockers > 0 && l.sleepyFiles == 0 && l.spareP() &&
+		l.inputGap >= int64(napGap) && keptPs.take()
+}
+
+// noteInput notes that a turn brought input, at now (ns since napClock),
+// in the moving average of the time between such turns (weight 1/8, a
+// gap counted up to napFor). Only loops that may nap keep it, so that
+// with one P a turn reads no clock.
+func (l *loop) noteInput(now int64) {
+	gap := min(now-l.lastInput, int64(napFor))
+	l.lastInput = now
+	l.inputGap += (gap - l.inputGap) / 8
 }
 
 // nap waits in io_uring_enter, keeping the loop's P, for a completion or

@@ -89,6 +89,55 @@ func TestNoNapOnTheOnlyP(t *testing.T) {
 	}
 }
 
+// TestNapOnlyWhileInputIsSeldom: a loop naps while the turns that bring
+// it input come napGap apart or more on average, not when they come more
+// often; a long silence counts as napFor, so that the average comes back
+// down within a few dozen turns once input is frequent again.
+func TestNapOnlyWhileInputIsSeldom(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	RefreshProcs()
+	defer RefreshProcs()
+	l := newLoop(ModeUring, Tuning{}.withDefaults())
+	if !l.napping {
+		t.Skip("naps are off (RINGPOLL_NAP=off)")
+	}
+	l.napNext, l.blockers = true, 1
+	naps := func() bool {
+		if l.mayNap() {
+			keptPs.give()
+			return true
+		}
+		return false
+	}
+	if !naps() {
+		t.Fatal("a loop that has seen no input yet would not nap")
+	}
+	now := int64(0)
+	feed := func(gap time.Duration, turns int) {
+		for range turns {
+			now += int64(gap)
+			l.noteInput(now)
+		}
+	}
+	feed(napGap/3, 64)
+	if naps() {
+		t.Fatalf("input every %v on average (%v): the loop would nap", napGap/3, time.Duration(l.inputGap))
+	}
+	feed(2*napGap, 64)
+	if !naps() {
+		t.Fatalf("input every %v on average (%v): the loop would not nap", 2*napGap, time.Duration(l.inputGap))
+	}
+	feed(napGap/3, 64)
+	feed(time.Hour, 1)
+	if got := time.Duration(l.inputGap); got > napFor/4 {
+		t.Fatalf("an hour's silence took the average to %v; a gap counts up to napFor (%v)", got, napFor)
+	}
+	feed(napGap/3, 48)
+	if naps() {
+		t.Fatalf("48 frequent turns after a silence: the average is still %v, the loop would nap", time.Duration(l.inputGap))
+	}
+}
+
 // TestPBudget: loops may keep at most GOMAXPROCS-1 Ps between them, none
 // with GOMAXPROCS=1, and a P given back may be taken again.
 func TestPBudget(t *testing.T) {

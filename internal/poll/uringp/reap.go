@@ -5,6 +5,7 @@ package uringp
 import (
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +32,9 @@ func (l *loop) reap() (woke bool) {
 		}
 	}
 	woke = len(l.notify) > 0
+	if woke && l.napping && l.procs > 1 {
+		l.noteInput(int64(time.Since(napClock)))
+	}
 	for i, c := range l.notify {
 		c.unset(fNotified)
 		c.fd.InputReady()
