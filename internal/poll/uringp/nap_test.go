@@ -16,13 +16,7 @@ import (
 // completion rather than at its 10 ms bound; and a loop napping that way
 // gives its P back to the budget afterwards.
 func TestNapWake(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	RefreshProcs()
-	defer RefreshProcs()
-	l := newLoop(ModeUring, Tuning{}.withDefaults())
-	if !l.napping {
-		t.Skip("naps are off (RINGPOLL_NAP=off)")
-	}
+	l := napLoopAtTwoPs(t)
 	if err := l.setup(); err != nil {
 		l.teardownRing()
 		t.Skipf("io_uring: %v", err)
@@ -75,6 +69,23 @@ func TestNapWake(t *testing.T) {
 	keptPs.give()
 }
 
+// napLoopAtTwoPs returns a new loop that may nap, under GOMAXPROCS=2
+// until the test ends; it skips the test if naps are off.
+func napLoopAtTwoPs(t *testing.T) *loop {
+	t.Helper()
+	procs := runtime.GOMAXPROCS(2)
+	RefreshProcs()
+	t.Cleanup(func() {
+		runtime.GOMAXPROCS(procs)
+		RefreshProcs()
+	})
+	l := newLoop(ModeUring, Tuning{}.withDefaults())
+	if !l.napping {
+		t.Skip("naps are off (RINGPOLL_NAP=off)")
+	}
+	return l
+}
+
 // TestNoNapOnTheOnlyP: with GOMAXPROCS=1 a loop never naps, however
 // close together its completions come.
 func TestNoNapOnTheOnlyP(t *testing.T) {
@@ -94,13 +105,7 @@ func TestNoNapOnTheOnlyP(t *testing.T) {
 // often; a long silence counts as napFor, so that the average comes back
 // down within a few dozen turns once input is frequent again.
 func TestNapOnlyWhileInputIsSeldom(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	RefreshProcs()
-	defer RefreshProcs()
-	l := newLoop(ModeUring, Tuning{}.withDefaults())
-	if !l.napping {
-		t.Skip("naps are off (RINGPOLL_NAP=off)")
-	}
+	l := napLoopAtTwoPs(t)
 	l.napNext, l.blockers = true, 1
 	naps := func() bool {
 		if l.mayNap() {
