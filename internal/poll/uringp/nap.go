@@ -39,10 +39,12 @@ import (
 // A kept P is one the program's handlers cannot use, and the more often
 // input comes, the more they want it: a loop naps only while the turns
 // that bring it input come napGap apart or more on average (inputGap).
-// Input that comes more often finds the loop parked, with its P free. A loop whose connections
-// all run their users inline (poll.FD.NoBlock) does not nap: it has no
-// hand-off to a goroutine to save, and with the server sharing its CPUs
-// naps made such a loop dearer (docs/ARCHITECTURE.md, "Naps").
+// Input that comes more often finds the loop parked, with its P free.
+//
+// A loop whose connections all run their users inline (poll.FD.NoBlock)
+// does not nap: it has no hand-off to a goroutine to save, and with the
+// server sharing its CPUs naps made such a loop dearer
+// (docs/ARCHITECTURE.md, "Naps").
 //
 // napFor is longer than a scheduler tick on purpose: the wait's timer is
 // then never the CPU's next event, so arming and cancelling it reprograms
