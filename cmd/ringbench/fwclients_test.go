@@ -171,19 +171,9 @@ func TestParseQuicload(t *testing.T) {
 			P50us: 932, P99us: 4819, P999us: 9401, Errors: 8,
 			ErrorText: "first: reading the answer after 0 of 64 bytes: Application error 0x1 (local): quicload: streams still busy after the run"}},
 	} {
-		t.Run(tc.file, func(t *testing.T) {
-			got, err := parseQuicload(readSample(t, tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkResult(t, got, tc.want)
-		})
+		checkSample(t, "parseQuicload", parseQuicload, tc.file, tc.want)
 	}
-	for _, bad := range []string{"quicload: -conns 0: want 1 to 10000\n", "requests: 1\nseconds: x\n"} {
-		if _, err := parseQuicload(bad); err == nil {
-			t.Errorf("parseQuicload(%q) succeeded", bad)
-		}
-	}
+	checkRefused(t, "parseQuicload", parseQuicload, "quicload: -conns 0: want 1 to 10000\n", "requests: 1\nseconds: x\n")
 }
 
 func TestParseDnsperf(t *testing.T) {
@@ -196,23 +186,35 @@ func TestParseDnsperf(t *testing.T) {
 		{"dnsperf-errors.txt", clientResult{Requests: 1000, Seconds: 1, ReqPerS: 1000, Bytes: 55 * 1000,
 			P50us: -1, P99us: -1, P999us: -1, Errors: 20, ErrorText: "10 lost, 7 SERVFAIL, 3 REFUSED"}},
 	} {
-		t.Run(tc.file, func(t *testing.T) {
-			got, err := parseDnsperf(readSample(t, tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkResult(t, got, tc.want)
-		})
+		checkSample(t, "parseDnsperf", parseDnsperf, tc.file, tc.want)
 	}
-	for _, bad := range []string{"dnsperf: invalid argument\n", "  Queries completed:    1 (100.00%)\n"} {
-		if _, err := parseDnsperf(bad); err == nil {
-			t.Errorf("parseDnsperf(%q) succeeded", bad)
-		}
-	}
+	checkRefused(t, "parseDnsperf", parseDnsperf, "dnsperf: invalid argument\n", "  Queries completed:    1 (100.00%)\n")
 	// The query file asks only what the dns-* servers answer: A records.
 	lines := strings.Split(strings.TrimSpace(dnsQueries()), "\n")
 	if len(lines) != 100 || lines[0] != "h0.example. A" {
 		t.Errorf("dnsQueries: %d lines, first %q", len(lines), lines[0])
+	}
+}
+
+// checkSample checks what parse, named name, makes of testdata file.
+func checkSample(t *testing.T, name string, parse func(string) (clientResult, error), file string, want clientResult) {
+	t.Helper()
+	t.Run(file, func(t *testing.T) {
+		got, err := parse(readSample(t, file))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkResult(t, got, want)
+	})
+}
+
+// checkRefused checks that parse, named name, refuses each of bad.
+func checkRefused(t *testing.T, name string, parse func(string) (clientResult, error), bad ...string) {
+	t.Helper()
+	for _, b := range bad {
+		if _, err := parse(b); err == nil {
+			t.Errorf("%s(%q) succeeded", name, b)
+		}
 	}
 }
 
