@@ -92,14 +92,7 @@ func TestCloseListenerRacesAccept(t *testing.T) {
 					var sysfd int
 					var raddr remote
 					var aerr error
-					if ln.lq != nil {
-						// The engine accepts (io_uring): take its next one.
-						sysfd, aerr = ln.lq.Accept()
-						if aerr != nil {
-							t.Fatalf("engine accept: %v", aerr)
-						}
-						raddr = peerAddr(sysfd, "tcp")
-					} else if err := ln.rc.Read(func(fd uintptr) bool {
+					if err := ln.rc.Read(func(fd uintptr) bool {
 						sysfd, raddr, aerr = acceptSocket(int(fd), "tcp")
 						return aerr != errAcceptAgain
 					}); err != nil || aerr != nil {

@@ -24,9 +24,9 @@ const (
 	EngineAuto Engine = iota
 	// EngineEpoll is the classic epoll reactor.
 	EngineEpoll
-	// EngineUring is the io_uring proactor: multishot accept, multishot
-	// recv into a ring of provided buffers that readers get without a
-	// copy, and sends submitted by the loop, one in flight per connection.
+	// EngineUring is the io_uring proactor: multishot recv into a ring of
+	// provided buffers that readers get without a copy, and sends
+	// submitted by the loop, one in flight per connection.
 	EngineUring
 	// EngineUringHybrid receives as EngineUring does; writers send with a
 	// syscall in their own goroutine and leave only what the socket did not

@@ -7,17 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/ringpoll/ringpoll/internal/poll"
 )
 
 // Listener is a stream listener whose accepted connections are served by a
 // ringpoll engine. It is a net.Listener: http.Serve, tls.NewListener and
 // grpc's Serve accept it unmodified. Its methods are safe for concurrent use.
 type Listener struct {
-	ln        net.Listener   // owns the address (and the Unix socket file)
-	lq        poll.Listening // the engine accepts (io_uring multishot accept)
-	file      *os.File       // otherwise: a duplicate of ln's socket, to wait in accept
+	ln        net.Listener // owns the address (and the Unix socket file)
+	file      *os.File     // a duplicate of ln's socket, to wait in accept
 	rc        syscall.RawConn
 	network   string
 	cfg       *config
@@ -63,15 +60,11 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 			return nil, &net.OpError{Op: "listen", Net: network, Addr: ln.Addr(), Err: err}
 		}
 	}
-	if acc, ok := eng.eng.(poll.Acceptor); ok {
-		lq, err := engineListen(ln, acc)
-		if err != nil {
-			ln.Close()
-			eng.release()
-			return nil, &net.OpError{Op: "listen", Net: network, Addr: ln.Addr(), Err: err}
-		}
-		return &Listener{ln: ln, lq: lq, network: network, cfg: cfg, eng: eng}, nil
-	}
+	// Accepts wait in Go's poller, on every engine: an io_uring multishot
+	// accept completes in the task work of the thread that armed it,
+	// which under connection churn is mostly an idle one, woken for each
+	// (docs/bench/HISTORY.md, "Accepts on Go's poller").
+	//
 	// A listener's own RawConn cannot wait (its Read is EINVAL), but an
 	// os.File's can: Go's poller wakes Accept, and closing the file wakes it
 	// with an error.
@@ -133,11 +126,7 @@ func (l *Listener) Close() error {
 	err := net.ErrClosed
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
-		if l.lq != nil {
-			l.lq.Close()
-		} else {
-			l.file.Close()
-		}
+		l.file.Close()
 		err = l.ln.Close()
 		l.eng.release()
 	})
@@ -155,9 +144,6 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 func (l *Listener) accept(srv *Server, cfg *config) (*Conn, error) {
 	if cfg == nil {
 		cfg = l.cfg
-	}
-	if l.lq != nil {
-		return l.acceptEngine(srv, cfg)
 	}
 	var sysfd int
 	var raddr remote
@@ -178,44 +164,8 @@ func (l *Listener) accept(srv *Server, cfg *config) (*Conn, error) {
 	if err != nil {
 		return nil, l.opError(err)
 	}
+	c.fd.Loop.Stats().Accepts.Add(1)
 	return c, nil
-}
-
-// acceptEngine takes the next connection the engine accepted.
-func (l *Listener) acceptEngine(srv *Server, cfg *config) (*Conn, error) {
-	sysfd, err := l.lq.Accept()
-	if err != nil {
-		return nil, l.opError(err)
-	}
-	// A peer that reset before this has no address any more; its Conn
-	// reads the error.
-	c, err := l.newConn(sysfd, peerAddr(sysfd, l.network), srv, cfg)
-	if err != nil {
-		return nil, l.opError(err)
-	}
-	return c, nil
-}
-
-// engineListen hands a non-blocking duplicate of ln's socket to the
-// engine, which accepts on it.
-func engineListen(ln net.Listener, acc poll.Acceptor) (poll.Listening, error) {
-	rc, err := ln.(syscall.Conn).SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	sysfd := -1
-	var derr error
-	if err := rc.Control(func(fd uintptr) { sysfd, derr = dupSocket(fd) }); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, derr
-	}
-	lq, err := acc.Listen(sysfd)
-	if err != nil {
-		closeSocket(sysfd)
-	}
-	return lq, err
 }
 
 func (l *Listener) newConn(sysfd int, raddr remote, srv *Server, cfg *config) (*Conn, error) {

@@ -166,28 +166,9 @@ func accept4(lfd int, network string) (int, remote, error) {
 	return int(fd), remote{ap: mmsg.DecodeAddr(&sa, n)}, nil
 }
 
-// peerAddr returns fd's peer address. A peer that reset before this has
-// none any more (ENOTCONN): an empty address of the network's type. An IP
-// peer is read into a buffer on the stack and kept as a value, so an
-// accept leaves no garbage behind (unix.Getpeername allocates the raw
-// address and the Sockaddr: 144 B per connection).
-func peerAddr(fd int, network string) remote {
-	if network == "unix" {
-		sa, _ := unix.Getpeername(fd)
-		return unixRemote(sa)
-	}
-	var sa unix.RawSockaddrInet6 // room for either family
-	n := uint32(unsafe.Sizeof(sa))
-	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&n)))
-	if e != 0 {
-		return remote{}
-	}
-	return remote{ap: mmsg.DecodeAddr(&sa, n)}
-}
-
 // unixRemote is a Unix socket's peer address; a peer without one (an
 // unnamed socket, or one gone before getpeername) gets an empty UnixAddr.
-// IP peers are read as values instead (accept4, peerAddr).
+// IP peers are read as values instead (accept4).
 func unixRemote(sa unix.Sockaddr) remote {
 	return remote{addr: sockaddrToAddr(sa, "unix")}
 }

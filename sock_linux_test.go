@@ -113,49 +113,6 @@ func TestUnackedBytesAfterReset(t *testing.T) {
 	}
 }
 
-// TestPeerAddrNoAlloc: reading an accepted TCP socket's peer gives the
-// address std net reports, for IPv4 and IPv6, and allocates nothing (an
-// idle connection's memory counts what its accept left behind, too).
-func TestPeerAddrNoAlloc(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Logf("%s: %v (no IPv6 here?)", addr, err)
-			continue
-		}
-		client, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			ln.Close()
-			t.Fatal(err)
-		}
-		srv, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			client.Close()
-			t.Fatal(err)
-		}
-		raw, err := srv.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := client.LocalAddr().(*net.TCPAddr).AddrPort()
-		var got remote
-		var allocs float64
-		raw.Control(func(fd uintptr) {
-			got = peerAddr(int(fd), "tcp")
-			allocs = testing.AllocsPerRun(100, func() { got = peerAddr(int(fd), "tcp") })
-		})
-		client.Close()
-		srv.Close()
-		if got.ap != want || got.addr != nil {
-			t.Errorf("%s: peerAddr = %v (%v), want %v", addr, got.ap, got.addr, want)
-		}
-		if allocs != 0 {
-			t.Errorf("%s: peerAddr allocates %v times, want 0", addr, allocs)
-		}
-	}
-}
-
 // TestAcceptSocketNoAlloc: accepting a TCP connection reports the peer
 // std net reports and allocates nothing.
 func TestAcceptSocketNoAlloc(t *testing.T) {

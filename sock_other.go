@@ -29,8 +29,6 @@ var errAcceptAgain = errors.New("ringpoll: no connection pending")
 
 func acceptSocket(int, string) (int, remote, error) { return -1, remote{}, errors.ErrUnsupported }
 
-func peerAddr(int, string) remote { return remote{} }
-
 func localAddr(int, string) net.Addr { return nil }
 
 func allowedCPUs() func(int) bool { return nil }

@@ -53,7 +53,7 @@ type Stats struct {
 	// CancelRetries counts cancels of input requests sent again because
 	// the first was lost.
 	CancelRetries atomic.Uint64
-	// Accepts counts connections accepted by the loop.
+	// Accepts counts connections a Listener accepted onto the loop.
 	Accepts atomic.Uint64
 	// DrainsExpired counts closed connections whose queued output the
 	// drain timeout cut short: the rest was dropped and the connection
@@ -97,23 +97,4 @@ type Stats struct {
 	// ReadFromCopied counts bytes that ReadFrom copied through Write
 	// because their source had no zero-copy path (FD.NoteCopied).
 	ReadFromCopied atomic.Uint64
-}
-
-// Listening is a listening socket whose connections an engine accepts
-// (multishot accept on io_uring).
-type Listening interface {
-	// Accept returns the next accepted socket (non-blocking, close-on-exec),
-	// blocking until one arrives. After Close it returns ErrClosed.
-	Accept() (int, error)
-	// Close stops accepting. The engine closes the listening descriptor
-	// once nothing is in flight on it, and closes accepted sockets nobody
-	// took.
-	Close()
-}
-
-// Acceptor is implemented by engines that accept connections themselves.
-type Acceptor interface {
-	// Listen takes ownership of the non-blocking listening socket sysfd and
-	// starts accepting on it.
-	Listen(sysfd int) (Listening, error)
 }

@@ -78,10 +78,6 @@ const (
 	// about to look whether a zero-copy send waits for that
 	// (FD.NoteWritable).
 	HookWritableEdge
-	// HookUnlisten: an io_uring loop took a closed listener's acceptor
-	// from its inbox and is about to stop its accept and close its
-	// socket; fd is nil.
-	HookUnlisten
 )
 
 // testHook is the hook a test set, or nil.

@@ -40,7 +40,6 @@ var RequiredOps = map[uint8]string{
 	uring.OpRecvmsg:     "RECVMSG",      // multishot recvmsg of datagrams (PacketRing)
 	uring.OpSend:        "SEND",         // sends of one chunk
 	uring.OpSendmsg:     "SENDMSG",      // gathered sends
-	uring.OpAccept:      "ACCEPT",       // multishot accept
 	uring.OpPollAdd:     "POLL_ADD",     // readiness: reactor input, POLLOUT after EAGAIN
 	uring.OpRead:        "READ",         // the loop's wake-up eventfd, files
 	uring.OpWrite:       "WRITE",        // files

@@ -26,7 +26,6 @@ var prepOps = map[string]uint8{
 	"PrepRecvmsgMultishot": uring.OpRecvmsg,
 	"PrepSend":             uring.OpSend,
 	"PrepSendmsg":          uring.OpSendmsg,
-	"PrepMultishotAccept":  uring.OpAccept,
 	"PrepPollMultishot":    uring.OpPollAdd,
 	"PrepRead":             uring.OpRead,
 	"PrepReadAt":           uring.OpRead,

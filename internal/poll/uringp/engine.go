@@ -15,8 +15,9 @@
 // together and with a P to spare, in io_uring_enter (nap.go);
 // uring-sqpoll's loops, and loops pinned to CPUs, lock their OS thread
 // and sleep in io_uring_enter instead. Other goroutines reach a loop through an inbox
-// and wake it, only when it sleeps. Listening sockets are served by
-// multishot accept.
+// and wake it, only when it sleeps. Listening sockets stay on Go's
+// poller: a multishot accept's task work woke whichever thread had armed
+// it, an idle one under connection churn.
 //
 // user_data never holds a Go pointer: it is kind:8 | generation:24 |
 // slot:32, an index into the loop's table of connections. A connection's
@@ -188,14 +189,6 @@ func (e *Engine) Register(fd *poll.FD) error {
 	}
 	l.post(task{kind: taskAttach, c: c})
 	return nil
-}
-
-// Listen starts a multishot accept on the listening socket sysfd.
-func (e *Engine) Listen(sysfd int) (poll.Listening, error) {
-	l := e.pick()
-	a := newAcceptor(l, sysfd)
-	l.post(task{kind: taskListen, a: a})
-	return a, nil
 }
 
 func (e *Engine) pick() *loop {

@@ -11,10 +11,7 @@ const (
 	taskFlush
 	taskResume
 	taskClose
-	taskListen
-	taskUnlisten
 	taskWatchOut
-	taskAcceptResume
 	taskFile
 	taskFileCancel
 	taskStop
@@ -23,7 +20,6 @@ const (
 type task struct {
 	kind taskKind
 	c    *conn
-	a    *acceptor
 	f    *FileOp
 }
 
@@ -111,15 +107,8 @@ func (l *loop) runTasks() (stop bool) {
 			l.resume(t.c)
 		case taskClose:
 			l.close(t.c)
-		case taskListen:
-			l.listen(t.a)
-		case taskUnlisten:
-			poll.Hook(poll.HookUnlisten, nil)
-			l.unlisten(t.a)
 		case taskWatchOut:
 			l.watchOut(t.c)
-		case taskAcceptResume:
-			l.acceptResume(t.a)
 		case taskFile:
 			l.submitFile(t.f)
 		case taskFileCancel:

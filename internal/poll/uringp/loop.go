@@ -86,13 +86,11 @@ type loop struct {
 	giving  []uint16
 	cqes    [256]uring.CQE
 
-	conns      []*conn // by slot
-	gens       []uint32
-	freeSlots  []uint32
-	live       int
-	blockers   int // live connections whose users may run on goroutines
-	acceptors  []*acceptor
-	acceptGens []uint32 // by acceptor slot, as gens is by connection slot
+	conns     []*conn // by slot
+	gens      []uint32
+	freeSlots []uint32
+	live      int
+	blockers  int // live connections whose users may run on goroutines
 	// File requests in flight, by slot, as conns; files counts them.
 	fileOps       []*FileOp
 	fileGens      []uint32
@@ -158,7 +156,7 @@ func (l *loop) run(started chan<- error) {
 		if l.runTasks() {
 			l.stopping = true
 		}
-		if l.stopping && l.live == 0 && l.liveAcceptors() == 0 && l.files == 0 {
+		if l.stopping && l.live == 0 && l.files == 0 {
 			break
 		}
 		l.replenish()

@@ -51,9 +51,6 @@ func (l *loop) dispatch(cqe *uring.CQE) {
 	case kindWake:
 		l.armWake()
 		return
-	case kindAccept:
-		l.acceptDone(gen, slot, cqe)
-		return
 	case kindCancel:
 		return // the target's own final CQE tells what happened
 	case kindFile:

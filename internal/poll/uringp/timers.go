@@ -4,18 +4,13 @@ package uringp
 
 import "time"
 
-// nextTimer returns the time to the nearest drain deadline, accept retry
-// or cancel tick.
+// nextTimer returns the time to the nearest drain deadline or cancel
+// tick.
 func (l *loop) nextTimer() (time.Duration, bool) {
 	first := l.cancelAt
 	for _, t := range l.draining {
 		if first.IsZero() || t.Before(first) {
 			first = t
-		}
-	}
-	for _, a := range l.acceptors {
-		if a != nil && !a.retryAt.IsZero() && (first.IsZero() || a.retryAt.Before(first)) {
-			first = a.retryAt
 		}
 	}
 	if first.IsZero() {
@@ -26,7 +21,7 @@ func (l *loop) nextTimer() (time.Duration, bool) {
 
 // expire acts on passed deadlines.
 func (l *loop) expire() {
-	if len(l.draining) == 0 && !l.acceptWaits() && l.cancelAt.IsZero() {
+	if len(l.draining) == 0 && l.cancelAt.IsZero() {
 		return // no deadline: spare the clock read
 	}
 	now := time.Now()
@@ -37,12 +32,6 @@ func (l *loop) expire() {
 		if !now.Before(t) {
 			c.fd.ExpireDrain(&l.stats)
 			l.teardown(c)
-		}
-	}
-	for _, a := range l.acceptors {
-		if a != nil && !a.retryAt.IsZero() && !now.Before(a.retryAt) {
-			a.retryAt = time.Time{}
-			l.armAccept(a)
 		}
 	}
 }

@@ -15,7 +15,6 @@ const (
 	kindSend                        // SEND or SENDMSG
 	kindPoll                        // multishot POLL_ADD for input (reactor)
 	kindPollOut                     // multishot POLL_ADD for POLLOUT, after a send's EAGAIN
-	kindAccept                      // multishot accept; slot indexes acceptors, with a generation of its own
 	kindCancel                      // ASYNC_CANCEL; only failures post a CQE
 	kindCancelInput                 // ASYNC_CANCEL of the input request of the connection gen and slot name; only failures post a CQE
 	kindFile                        // a file's READ, WRITE or FSYNC; slot indexes the loop's file requests
