@@ -27,6 +27,7 @@ type fwScenario struct {
 	about  string // for the report's heading
 	client string // "wrk", "h2load", "grpc", "quicload" or "dnsperf"
 	path   string // the URL path the HTTP clients ask for
+	header string // a request header wrk adds to every request, if any
 	check  string // frameserve -check, before every measured run
 	mode   string // benchfmt.Cell.Mode: http1, h2c, unary, streaming
 	size   int    // the answer's body bytes; 0: set from the flags
@@ -61,6 +62,8 @@ var fwScenarios = []fwScenario{
 		path: "/json", check: "json", mode: "http1", size: 4096, servers: hertzServers, ref: "hertz-netpoll"},
 	{name: "http-hello", about: "net/http, GET /hello (13 B), HTTP/1.1 keep-alive, wrk", client: "wrk", path: "/hello", check: "hello",
 		mode: "http1", size: 13, servers: httpServers, ref: "http-std"},
+	{name: "http-close", about: "net/http, GET /hello (13 B), HTTP/1.1, a connection a request (Connection: close), wrk", client: "wrk",
+		path: "/hello", header: "Connection: close", check: "hello", mode: "http1", size: 13, servers: httpServers, ref: "http-std"},
 	{name: "h2c-hello", about: "net/http with h2c, GET /hello (13 B), HTTP/2 without TLS (prior knowledge), h2load", client: "h2load",
 		path: "/hello", check: "h2c-hello", mode: "h2c", size: 13, servers: httpServers, ref: "http-std", h2c: true},
 	{name: "file", about: "net/http, http.ServeFile download, HTTP/1.1 keep-alive, wrk", client: "wrk", path: "/file", check: "file",
@@ -78,6 +81,16 @@ var fwScenarios = []fwScenario{
 }
 
 const defaultFwScenarios = "hertz-hello,hertz-json,http-hello,h2c-hello,file,grpc-unary,grpc-stream,quic-bulk,quic-small,dns"
+
+// fwScenarioNames lists every scenario, those the default leaves out
+// (http-close) too.
+func fwScenarioNames() string {
+	names := make([]string, len(fwScenarios))
+	for i, sc := range fwScenarios {
+		names[i] = sc.name
+	}
+	return strings.Join(names, ",")
+}
 
 func lookupFwScenario(name string) (fwScenario, bool) {
 	i := slices.IndexFunc(fwScenarios, func(s fwScenario) bool { return s.name == name })
@@ -156,7 +169,7 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 	for _, name := range splitList(*f.scenarios) {
 		sc, ok := lookupFwScenario(name)
 		if !ok {
-			return fc, fmt.Errorf("-fw-scenarios: %q: want some of %s", name, defaultFwScenarios)
+			return fc, fmt.Errorf("-fw-scenarios: %q: want some of %s", name, fwScenarioNames())
 		}
 		if slices.ContainsFunc(fc.scenarios, func(s fwScenario) bool { return s.name == name }) {
 			return fc, fmt.Errorf("-fw-scenarios: %q listed twice", name)
@@ -286,7 +299,7 @@ func (fc *fwConfig) clientArgv(tools map[string]string, sc fwScenario, addr stri
 	case "dnsperf":
 		return dnsperfArgv(tools["dnsperf"], addr, fc.threads, conns, fc.depthOf(sc), seconds, aux)
 	}
-	return wrkArgv(tools["wrk"], fc.threads, conns, seconds, aux, "http://"+addr+sc.path)
+	return wrkArgv(tools["wrk"], fc.threads, conns, seconds, sc.header, aux, "http://"+addr+sc.path)
 }
 
 // fwTotalRuns counts the measured runs of fc.

@@ -80,6 +80,16 @@ func TestFwConfig(t *testing.T) {
 	if dns := fc.scenarios[0]; !slices.Equal(fc.connsOf(dns), []int{4, 40}) || fc.depthOf(dns) != 25 || !dns.udp {
 		t.Errorf("dns: conns %v, depth %d, udp %v", fc.connsOf(dns), fc.depthOf(dns), dns.udp)
 	}
+	fc, err = fwParse("-fw-scenarios", "http-close")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := fc.scenarios[0]; sc.header != "Connection: close" || sc.client != "wrk" || sc.ref != "http-std" {
+		t.Errorf("http-close: header %q, client %q, reference %q", sc.header, sc.client, sc.ref)
+	}
+	if _, err := fwParse("-fw-scenarios", "nosuch"); err == nil || !strings.Contains(err.Error(), "http-close") {
+		t.Errorf("an unknown scenario: error %v, want one listing http-close too", err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -56,11 +56,16 @@ end
 `
 
 // wrkArgv is wrk's command line: threads, connections, whole seconds,
-// latency distribution, our script and the URL. The timeout is well above
-// any answer's latency here, so a slow answer is measured, not dropped.
-func wrkArgv(bin string, threads, conns, seconds int, script, url string) []string {
-	return []string{bin, "-t", strconv.Itoa(min(threads, conns)), "-c", strconv.Itoa(conns),
-		"-d", strconv.Itoa(seconds) + "s", "--timeout", "10s", "--latency", "-s", script, url}
+// latency distribution, a request header if any, our script and the URL.
+// The timeout is well above any answer's latency here, so a slow answer
+// is measured, not dropped.
+func wrkArgv(bin string, threads, conns, seconds int, header, script, url string) []string {
+	argv := []string{bin, "-t", strconv.Itoa(min(threads, conns)), "-c", strconv.Itoa(conns),
+		"-d", strconv.Itoa(seconds) + "s", "--timeout", "10s", "--latency"}
+	if header != "" {
+		argv = append(argv, "-H", header)
+	}
+	return append(argv, "-s", script, url)
 }
 
 // h2loadArgv is h2load's command line: threads, clients (connections),

@@ -224,9 +224,11 @@ func TestClientArgv(t *testing.T) {
 	for _, tc := range []struct {
 		got, want []string
 	}{
-		{wrkArgv("wrk", 2, 100, 10, "/s.lua", "http://A/hello"),
+		{wrkArgv("wrk", 2, 100, 10, "", "/s.lua", "http://A/hello"),
 			[]string{"wrk", "-t", "2", "-c", "100", "-d", "10s", "--timeout", "10s", "--latency", "-s", "/s.lua", "http://A/hello"}},
-		{wrkArgv("wrk", 4, 2, 1, "/s.lua", "http://A/file"),
+		{wrkArgv("wrk", 2, 100, 10, "Connection: close", "/s.lua", "http://A/hello"),
+			[]string{"wrk", "-t", "2", "-c", "100", "-d", "10s", "--timeout", "10s", "--latency", "-H", "Connection: close", "-s", "/s.lua", "http://A/hello"}},
+		{wrkArgv("wrk", 4, 2, 1, "", "/s.lua", "http://A/file"),
 			[]string{"wrk", "-t", "2", "-c", "2", "-d", "1s", "--timeout", "10s", "--latency", "-s", "/s.lua", "http://A/file"}},
 		{h2loadArgv("h2load", 1, 100, 10, 5, "/log", "http://A/hello"),
 			[]string{"h2load", "-t", "1", "-c", "100", "-m", "10", "-D", "5", "--log-file", "/log", "http://A/hello"}},

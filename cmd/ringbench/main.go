@@ -68,7 +68,9 @@
 //     default transport, the reference) and on its standard transport;
 //   - http-hello: net/http's http.Serve on a ringpoll.Listen listener (the
 //     default engine, and epoll) and on std net.Listen (the reference),
-//     loaded by wrk; h2c-hello: the same with golang.org/x/net/http2/h2c,
+//     loaded by wrk; http-close (not in the default list): the same with a
+//     connection a request ("Connection: close"), where the accepts and
+//     closes count; h2c-hello: the same with golang.org/x/net/http2/h2c,
 //     loaded by h2load (HTTP/2 with prior knowledge, -fw-h2-conns
 //     connections of -fw-h2-streams streams);
 //   - file: an http.ServeFile download of a -fw-file-mib file the harness
