@@ -59,3 +59,39 @@ func TestStats(t *testing.T) {
 		}
 	})
 }
+
+// TestAcceptsCounted: every connection a Listener accepts is counted on
+// the loop it joins (LoopStats.Accepts), on every engine, whether it is
+// taken by Accept or by a Server. Eleven loops, a count no other test
+// uses, keep other tests' connections out of the engine's counters.
+func TestAcceptsCounted(t *testing.T) {
+	const loops, conns = 11, 6
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		accepts := func(ln *Listener) (n uint64) {
+			for _, s := range loopStatsOf(ln) {
+				n += s.Accepts
+			}
+			return n
+		}
+		ln := listen(t, e, "tcp", WithLoops(loops))
+		before := accepts(ln)
+		for range conns / 2 {
+			peer := tsDialStd(t, "tcp", ln.Addr().String())
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			peer.Close()
+		}
+		tsServeHandler(t, ln, tsEchoHandler)
+		for range conns / 2 {
+			if err := tsEchoOnce(tsDialStd(t, "tcp", ln.Addr().String()), "hi"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := accepts(ln) - before; got != conns {
+			t.Errorf("the loops counted %d accepts, want %d", got, conns)
+		}
+	})
+}
