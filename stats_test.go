@@ -3,6 +3,7 @@
 package ringpoll
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -90,6 +91,9 @@ func TestAcceptsCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A Server counts a connection once its Conn is made, which its
+		// echo may beat: wait for the count, which must then stay.
+		tsEventually(t, fmt.Sprintf("the loops to count %d accepts", conns), func() bool { return accepts(ln)-before >= conns })
 		if got := accepts(ln) - before; got != conns {
 			t.Errorf("the loops counted %d accepts, want %d", got, conns)
 		}
