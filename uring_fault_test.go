@@ -749,6 +749,9 @@ func TestUringAcceptEMFILE(t *testing.T) {
 		}
 		served = append(served, c)
 	}
+	// An accept is counted once its Conn is made, which its echo may
+	// beat: wait for the count, which must then be exact.
+	tsEventually(t, "the child to count its accepts", func() bool { return stats().accepts >= fits })
 	if s := stats(); s.accepts != fits || s.live != fits || s.free != 0 {
 		t.Fatalf("with %d clients served the child counts %+v, want %d accepts and live connections and no free descriptor", fits, s, fits)
 	}
@@ -840,6 +843,7 @@ func TestUringAcceptEMFILE(t *testing.T) {
 			n, _ := ufAcceptQueue(port)
 			return n == want
 		})
+		tsEventually(t, "the child to count the accepts", func() bool { return stats().accepts >= fits+2*(round+1) })
 		if s := stats(); s.accepts != fits+2*(round+1) {
 			t.Errorf("after %d clients closed the child counts %+v, want %d accepts", 2*(round+1), s, fits+2*(round+1))
 		}

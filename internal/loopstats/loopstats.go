@@ -70,7 +70,8 @@ type LoopStats struct {
 	// CancelRetries counts cancels of input requests sent again because
 	// the request went on after the first reported success.
 	CancelRetries uint64
-	// Accepts counts connections a Listener accepted onto the loop.
+	// Accepts counts connections a Listener accepted onto the loop, each
+	// once its Conn is made (it may be served already).
 	Accepts uint64
 	// DrainsExpired counts closed connections whose queued output did not
 	// reach the peer within the drain timeout (WithDrainTimeout): the rest
