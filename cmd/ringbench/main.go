@@ -225,6 +225,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	udpRcvbuf := fs.Int("udp-rcvbuf", 4<<20, "with -udp: every server's socket receive buffer (SO_RCVBUF; the kernel caps it at net.core.rmem_max)")
 	udpRate := fs.Float64("udp-rate", 0, "with -udp: request/response instead of one way, DNS-like: -udp-flows clients each awaiting its echo, this many requests/s offered over all")
 	udpClient := fs.String("udp-client", "ringload", "with -udp-rate: the clients, ringload (Go, ringload -proto udp-rr) or c (bench/c/udp_rr.c: one C thread, no runtime of its own; needs a C compiler)")
+	udpTurns := fs.Bool("udp-turns", false, "with -udp: start each cell's servers once and measure them in turns (a repeat is one turn of each, in rotating order), so that the runs paired in a repeat are seconds apart, not minutes, and a machine's slow spells fall on both; without it each run has a fresh server")
 	rps := fs.Bool("rps", true, "with -udp one way: steer lo's receive work to the server CPUs (RPS, as a NIC's interrupt would land), restored after")
 	rpsCPUs := fs.String("rps-cpus", "", "with -udp one way: steer lo's receive work to these CPUs instead of the server's (to measure a server away from its softirqs)")
 	frameworks := fs.Bool("frameworks", false, "run the framework family instead: Hertz, net/http (HTTP/1.1, h2c, a file download), grpc-go, quic-go and miekg/dns on ringpoll and on their usual network layer, loaded by wrk, h2load, grpc-go's benchmark client, quicload and dnsperf")
@@ -396,7 +397,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *udp {
 		uc := udpConfig{flows: *udpFlows, repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 			serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, rps: *rps, src: cfg.src, out: cfg.out,
-			rr: *udpRate > 0, rate: *udpRate, rcvbuf: *udpRcvbuf,
+			rr: *udpRate > 0, rate: *udpRate, rcvbuf: *udpRcvbuf, turns: *udpTurns,
 			commandLine: cfg.commandLine, stdout: stdout, stderr: stderr, noCharts: !cfg.charts}
 		if uc.servers, uc.sizes, err = parseUDP(*udpServersFlag, *udpSizes); err != nil {
 			return bad(err)

@@ -97,6 +97,7 @@ type udpConfig struct {
 	rpsCPUs               cpuSet    // where RPS sends lo's receive work
 	offered               []float64 // one way: offered datagrams/s; 0: unpaced
 	rcvbuf                int       // each server socket's SO_RCVBUF
+	turns                 bool      // each cell's servers stay up, measured in turns
 	rr                    bool      // request/response instead of one way
 	rate                  float64   // with rr: offered requests/s
 	cClient               bool      // with rr: bench/c/udp_rr.c, not ringload, is the client

@@ -324,3 +324,49 @@ func TestUDPOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPTurnsSmoke runs the one-way UDP scenario end to end with
+// -udp-turns: ringbench builds ringecho and ringload, starts each server
+// once for the cell (one log each, not one a run), measures every server
+// in every repeat, and says in the report that the repeats were turns.
+func TestUDPTurnsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs servers")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-udp", "-udp-turns", "-udp-servers", "std,ringpoll", "-udp-sizes", "64", "-udp-offered", "200000",
+		"-udp-flows", "2", "-rps=false", "-repeats", "3", "-warmup", "100ms", "-duration", "400ms", "-charts=false", "-out", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "udp.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for line := range strings.Lines(string(b)) {
+		var r udpRun
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("udp.jsonl: %v: %s", err, line)
+		}
+		if r.Err != "" || r.RecvPPS <= 0 || r.Busy <= 0 {
+			t.Errorf("run %+v", r)
+		}
+		seen[fmt.Sprintf("%s/%d", r.Server, r.Repeat)]++
+	}
+	for _, srv := range []string{"std", "ringpoll"} {
+		for rep := range 3 {
+			if k := fmt.Sprintf("%s/%d", srv, rep); seen[k] != 1 {
+				t.Errorf("%s measured %d times, want once", k, seen[k])
+			}
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(out, "logs", "udp-*.log"))
+	if len(logs) != 2 {
+		t.Errorf("server logs %v, want one a server: the servers stay up through the turns", logs)
+	}
+	if !strings.Contains(stdout.String(), "3 repeats in turns") {
+		t.Errorf("the report does not say the repeats were turns:\n%s", stdout.String())
+	}
+}

@@ -15,6 +15,14 @@ import (
 	"github.com/ringpoll/ringpoll/internal/benchfmt"
 )
 
+// udpRepeats says how the repeats were run.
+func udpRepeats(cfg udpConfig) string {
+	if cfg.turns {
+		return fmt.Sprintf("%d repeats in turns (each size and rate's servers up throughout, a repeat one turn of each in rotating order)", cfg.repeats)
+	}
+	return fmt.Sprintf("%d repeats, each run on a fresh server", cfg.repeats)
+}
+
 // writeUDPReport writes the medians per server and size, with each
 // server's ratio to std: on datagrams per busy CPU-second one way, on busy
 // CPU per request for request/response.
@@ -25,16 +33,16 @@ func writeUDPReport(w io.Writer, cfg udpConfig, runs []udpRun) {
 		if cfg.cClient {
 			client = "bench/c/udp_rr.c, one C thread"
 		}
-		fmt.Fprintf(w, "%d clients (%s), each awaiting its echo, %.0f requests/s offered over all, on CPUs %s; servers on CPUs %s; lo's RPS: off (each side's softirqs run where its peer sends). %d repeats, medians, min-max in brackets.\n\n",
-			cfg.flows, client, cfg.rate, cfg.loadCPUs, cfg.serverCPUs, cfg.repeats)
+		fmt.Fprintf(w, "%d clients (%s), each awaiting its echo, %.0f requests/s offered over all, on CPUs %s; servers on CPUs %s; lo's RPS: off (each side's softirqs run where its peer sends). %s, medians, min-max in brackets.\n\n",
+			cfg.flows, client, cfg.rate, cfg.loadCPUs, cfg.serverCPUs, udpRepeats(cfg))
 	} else {
 		fmt.Fprintf(w, "\n## UDP, one way (%s)\n\n", cfg.commandLine)
 		steer := "off (the receive softirqs run on the sender's CPUs)"
 		if cfg.rps {
 			steer = "to CPUs " + cfg.rpsCPUs.String()
 		}
-		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS %s; the busy figure counts the server CPUs only; server sockets' SO_RCVBUF %d. %d repeats, medians, min-max in brackets.\n\n",
-			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, steer, cfg.rcvbuf, cfg.repeats)
+		fmt.Fprintf(w, "%d flows from ringload -proto udp (sendmmsg, GSO) on CPUs %s; servers on CPUs %s; lo's RPS %s; the busy figure counts the server CPUs only; server sockets' SO_RCVBUF %d. %s, medians, min-max in brackets.\n\n",
+			cfg.flows, cfg.loadCPUs, cfg.serverCPUs, steer, cfg.rcvbuf, udpRepeats(cfg))
 	}
 	offered := cfg.offered
 	if cfg.rr || len(offered) == 0 {

@@ -69,28 +69,66 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 	if cfg.rr || len(offered) == 0 {
 		offered = []float64{cfg.rate}
 	}
-	for rep := range cfg.repeats {
+	record := func(r udpRun) error {
+		if r.Err != "" {
+			failed = true
+			fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", r.Server, r.Size, r.Repeat, r.Err)
+		}
+		if cfg.rr {
+			fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req (user / kernel %s) lost %d\n",
+				r.Server, r.Size, r.Repeat, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, udpSplit([]udpRun{r}, 1e6, func(r udpRun) float64 { return r.ReqPerS }), r.Lost)
+		} else {
+			fmt.Fprintf(cfg.stderr, "udp %-13s %5d B offered %8.0f rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
+				r.Server, r.Size, r.Offered, r.Repeat, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
+		}
+		runs = append(runs, r)
+		return writeJSONLine(jf, r)
+	}
+	if cfg.turns {
+		// Each cell's servers stay up; a repeat is one turn of each.
 		for _, size := range cfg.sizes {
 			for _, rate := range offered {
-				for _, srv := range rotation(cfg.servers, rep) {
-					if ctx.Err() != nil {
-						return 1, ctx.Err()
+				procs := map[string]*udpProc{}
+				var startErr error
+				for _, srv := range cfg.servers {
+					p, err := startUDPServer(ctx, cfg, srv, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%.0f", srv, size, rate)))
+					if err != nil {
+						startErr = err
+						break
 					}
-					r := udpOnce(ctx, cfg, srv, size, rate, rep, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%.0f-%d", srv, size, rate, rep)))
-					if r.Err != "" {
-						failed = true
-						fmt.Fprintf(cfg.stderr, "ringbench: udp %s %d B repeat %d: %s\n", srv, size, rep, r.Err)
+					procs[srv] = p
+				}
+				for rep := 0; startErr == nil && rep < cfg.repeats; rep++ {
+					for _, srv := range rotation(cfg.servers, rep) {
+						if ctx.Err() != nil {
+							startErr = ctx.Err()
+							break
+						}
+						if err := record(procs[srv].measure(cfg, size, rate, rep)); err != nil {
+							startErr = err
+							break
+						}
 					}
-					if cfg.rr {
-						fmt.Fprintf(cfg.stderr, "udp-rr %-13s %5d B rep %d: %8.0f req/s p99 %6.0fµs busy %.2f %.2f CPU-µs/req (user / kernel %s) lost %d\n",
-							srv, size, rep, r.ReqPerS, r.P99us, r.Busy, r.CPUusReq, udpSplit([]udpRun{r}, 1e6, func(r udpRun) float64 { return r.ReqPerS }), r.Lost)
-					} else {
-						fmt.Fprintf(cfg.stderr, "udp %-13s %5d B offered %8.0f rep %d: %9.0f recv/s %9.0f sent/s busy %.2f %9.0f per CPU-s drops %.0f/s\n",
-							srv, size, rate, rep, r.RecvPPS, r.SentPPS, r.Busy, r.PerCPU, r.DropPPS)
-					}
-					runs = append(runs, r)
-					if err := writeJSONLine(jf, r); err != nil {
-						return 1, err
+				}
+				for _, p := range procs {
+					p.stop()
+				}
+				if startErr != nil {
+					return 1, startErr
+				}
+			}
+		}
+	} else {
+		for rep := range cfg.repeats {
+			for _, size := range cfg.sizes {
+				for _, rate := range offered {
+					for _, srv := range rotation(cfg.servers, rep) {
+						if ctx.Err() != nil {
+							return 1, ctx.Err()
+						}
+						if err := record(udpOnce(ctx, cfg, srv, size, rate, rep, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%.0f-%d", srv, size, rate, rep)))); err != nil {
+							return 1, err
+						}
 					}
 				}
 			}
@@ -125,7 +163,71 @@ func cCompile(ctx context.Context, src, out string) error {
 
 // udpOnce runs one server under the load and measures it.
 func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate float64, rep int, logBase string) udpRun {
-	r := udpRun{Server: srv, Size: size, Offered: rate, Repeat: rep, Mode: "oneway"}
+	p, err := startUDPServer(ctx, cfg, srv, logBase)
+	if err != nil {
+		r := udpRun{Server: srv, Size: size, Offered: rate, Repeat: rep, Mode: "oneway", Err: err.Error()}
+		if cfg.rr {
+			r.Mode = "rr"
+		}
+		return r
+	}
+	defer p.stop()
+	return p.measure(cfg, size, rate, rep)
+}
+
+// udpProc is a UDP server started for measuring.
+type udpProc struct {
+	name, stats string
+	port        int
+	server      *exec.Cmd
+	lf          *os.File
+	exited      chan error
+}
+
+// startUDPServer starts server srv, pinned to the server CPUs, and waits
+// until it is ready. Its log and stats files start with logBase.
+func startUDPServer(ctx context.Context, cfg udpConfig, srv, logBase string) (*udpProc, error) {
+	port, err := freeUDPPort()
+	if err != nil {
+		return nil, err
+	}
+	p := &udpProc{name: srv, port: port, stats: logBase + ".stats"}
+	os.Remove(p.stats)
+	argv := udpServers[srv](cfg.bins, port, p.stats, cfg.rr, cfg.rcvbuf)
+	if p.lf, err = os.Create(logBase + ".log"); err != nil {
+		return nil, err
+	}
+	p.server = exec.Command(argv[0], argv[1:]...)
+	p.server.Stdout, p.server.Stderr = p.lf, p.lf
+	p.server.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := startPinned(p.server, cfg.serverCPUs); err != nil {
+		p.lf.Close()
+		return nil, err
+	}
+	p.exited = make(chan error, 1)
+	go func() { p.exited <- p.server.Wait() }()
+	if err := waitFile(ctx, p.stats, p.exited, 15*time.Second); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s did not start: %v; its log: %s", srv, err, tail(logBase+".log"))
+	}
+	return p, nil
+}
+
+// stop ends the server: SIGTERM, then SIGKILL after 5 s.
+func (p *udpProc) stop() {
+	p.server.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		p.server.Process.Kill()
+		<-p.exited
+	}
+	p.lf.Close()
+}
+
+// measure runs the load against the server once and measures it.
+func (p *udpProc) measure(cfg udpConfig, size int, rate float64, rep int) udpRun {
+	r := udpRun{Server: p.name, Size: size, Offered: rate, Repeat: rep, Mode: "oneway"}
 	if cfg.rr {
 		r.Mode = "rr"
 	}
@@ -133,38 +235,7 @@ func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate floa
 		r.Err = err.Error()
 		return r
 	}
-	port, err := freeUDPPort()
-	if err != nil {
-		return fail(err)
-	}
-	stats := logBase + ".stats"
-	os.Remove(stats)
-	argv := udpServers[srv](cfg.bins, port, stats, cfg.rr, cfg.rcvbuf)
-	lf, err := os.Create(logBase + ".log")
-	if err != nil {
-		return fail(err)
-	}
-	defer lf.Close()
-	server := exec.Command(argv[0], argv[1:]...)
-	server.Stdout, server.Stderr = lf, lf
-	server.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := startPinned(server, cfg.serverCPUs); err != nil {
-		return fail(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- server.Wait() }()
-	defer func() {
-		server.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			server.Process.Kill()
-			<-exited
-		}
-	}()
-	if err := waitFile(ctx, stats, exited, 15*time.Second); err != nil {
-		return fail(fmt.Errorf("%s did not start: %v; its log: %s", srv, err, tail(logBase+".log")))
-	}
+	port, server, stats, lf := p.port, p.server, p.stats, p.lf
 	var out bytes.Buffer
 	largv := []string{"-proto", "udp", "-addr", fmt.Sprint("127.0.0.1:", port),
 		"-conns", fmt.Sprint(cfg.flows), "-size", fmt.Sprint(size),
