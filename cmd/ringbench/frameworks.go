@@ -124,6 +124,7 @@ type fwConfig struct {
 	serverCPUs    cpuSet
 	loadCPUs      cpuSet
 	charts        bool
+	turns         bool // each scenario's servers stay up, measured in turns
 
 	src, out, commandLine string
 	stdout, stderr        io.Writer
@@ -133,6 +134,7 @@ type fwConfig struct {
 type fwFlagSet struct {
 	scenarios, conns, h2Conns, fileConns, grpcConns, quicConns, bulkConns, dnsClients *string
 	h2Streams, fileMiB, grpcRPCs, grpcSize, threads, quicStreams, bulkMiB, dnsDepth   *int
+	turns                                                                             *bool
 }
 
 // addFwFlags defines the family's flags on fs.
@@ -155,6 +157,9 @@ func addFwFlags(fs *flag.FlagSet) fwFlagSet {
 		bulkMiB:    fs.Int("fw-quic-bulk-mib", 4, "with -frameworks: the MiB each quic-bulk stream asks for"),
 		dnsClients: fs.String("fw-dns-clients", "10,100", "with -frameworks: dnsperf's clients (UDP sockets) for dns"),
 		dnsDepth:   fs.Int("fw-dns-depth", 2, "with -frameworks: queries outstanding per dnsperf client"),
+		turns: fs.Bool("fw-turns", false, "with -frameworks: start each scenario's servers once and measure them in turns "+
+			"(a repeat is one run of each server at each connection count, in rotating order), so that the runs paired in a repeat are seconds apart; "+
+			"without it each server starts afresh in every repeat"),
 	}
 }
 
@@ -165,7 +170,7 @@ func fwConfigFrom(f fwFlagSet, cfg config, stdout, stderr io.Writer) (fwConfig, 
 		grpcSize: *f.grpcSize, quicStreams: *f.quicStreams, quicBulkSize: *f.bulkMiB << 20, dnsDepth: *f.dnsDepth, threads: *f.threads,
 		repeats: cfg.repeats, warmup: cfg.warmup, duration: cfg.duration,
 		serverCPUs: cfg.serverCPUs, loadCPUs: cfg.loadCPUs, charts: cfg.charts, src: cfg.src, out: cfg.out,
-		commandLine: cfg.commandLine, stdout: stdout, stderr: stderr}
+		commandLine: cfg.commandLine, stdout: stdout, stderr: stderr, turns: *f.turns}
 	for _, name := range splitList(*f.scenarios) {
 		sc, ok := lookupFwScenario(name)
 		if !ok {

@@ -381,6 +381,13 @@ func TestFwReport(t *testing.T) {
 	if strings.Contains(out, "-throughput.svg") {
 		t.Errorf("report links a chart that was not written:\n%s", out)
 	}
+	// How the servers ran: afresh each repeat, or in turns.
+	b.Reset()
+	writeFwReport(&b, meta{Repeats: 3, Turns: true}, runs, sums, nil)
+	if !strings.Contains(out, "on a server started afresh for each scenario and repeat") || strings.Contains(out, "-fw-turns") ||
+		!strings.Contains(b.String(), "in turns (-fw-turns): each scenario's servers started once") || strings.Contains(b.String(), "started afresh") {
+		t.Errorf("the reports do not say how the servers ran:\n%s\n---\n%s", out, b.String())
+	}
 
 	// -report reads the runs back and writes the family's report.
 	dir := t.TempDir()
@@ -535,5 +542,51 @@ func TestBusySince(t *testing.T) {
 	}
 	if got := perBusy(100, -1); got != -1 {
 		t.Errorf("perBusy(100, -1) = %v, want -1", got)
+	}
+}
+
+// TestFwTurns: -fw-turns asks for turns; in their order every server is
+// measured once at each connection count in each repeat, the pairs of a
+// cell run back to back, and the servers' order rotates from repeat to
+// repeat, so that none is always first.
+func TestFwTurns(t *testing.T) {
+	for _, args := range [][]string{nil, {"-fw-turns"}} {
+		fc, err := fwParse(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fc.turns != (len(args) > 0) {
+			t.Errorf("%v: turns %v", args, fc.turns)
+		}
+	}
+	servers := []string{"http-std", "http-ringpoll", "http-ringpoll-epoll"}
+	ts := fwTurns(servers, []int{100, 1000}, 4)
+	if len(ts) != 4*2*3 {
+		t.Fatalf("%d turns, want 24", len(ts))
+	}
+	seen := map[fwTurn]int{}
+	first := map[string]int{}
+	for i, tu := range ts {
+		seen[tu]++
+		if i%3 == 0 {
+			first[tu.server]++
+		}
+		// A cell's servers run back to back: one repeat and one count
+		// for each run of three.
+		if g := ts[i-i%3]; g.rep != tu.rep || g.conns != tu.conns {
+			t.Errorf("turn %d %+v is not with its cell's group %+v", i, tu, g)
+		}
+	}
+	for rep := 1; rep <= 4; rep++ {
+		for _, c := range []int{100, 1000} {
+			for _, s := range servers {
+				if n := seen[fwTurn{rep: rep, conns: c, server: s}]; n != 1 {
+					t.Errorf("repeat %d, %d conns, %s: measured %d times, want once", rep, c, s, n)
+				}
+			}
+		}
+	}
+	if len(first) != 3 {
+		t.Errorf("the servers that ran first in a cell: %v, want all three in turn", first)
 	}
 }

@@ -25,9 +25,13 @@ func writeFwReport(w io.Writer, m meta, runs []benchfmt.Run, sums []benchfmt.Sum
 	fmt.Fprintf(w, "# ringbench report\n\n## Frameworks, loaded by clients the project did not write\n\n")
 	fmt.Fprintf(w, "- date: %s\n- command: `%s`\n- machine: %s\n- Go: %s\n- placement: %s\n",
 		m.Date, m.Command, m.Machine, m.Go, m.Placement)
+	servers := "on a server started afresh for each scenario and repeat, servers in an order that rotates from repeat to repeat"
+	if m.Turns {
+		servers = "in turns (-fw-turns): each scenario's servers started once, a repeat one run of each at each connection count, in an order that rotates from repeat to repeat"
+	}
 	fmt.Fprintf(w, "- each cell: %s, each a warm-up run of the client (%s; dropped) and its measured run (%s), "+
-		"on a server started afresh for each scenario and repeat, servers in an order that rotates from repeat to repeat; medians (± is half the range of the repeats)\n",
-		plural(m.Repeats, "repeat"), m.Warmup, m.Duration)
+		"%s; medians (± is half the range of the repeats)\n",
+		plural(m.Repeats, "repeat"), m.Warmup, m.Duration, servers)
 	fmt.Fprintf(w, "- server CPU: `/proc/PID/task/*/schedstat` summed over the server's threads, from just before the measured client starts "+
 		"to just after it exits (its connects included); per request it is that over the requests the client completed\n")
 	fmt.Fprintf(w, "- file download: also bytes per busy second of the server's CPUs and of the server's and clients' CPUs together "+

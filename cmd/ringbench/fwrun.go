@@ -107,6 +107,7 @@ func benchFrameworks(ctx context.Context, fc fwConfig) (int, error) {
 		Duration: fmt.Sprintf("%ds", wholeSeconds(fc.duration)),
 		Syscalls: "not counted in this family", Notes: append([]string{"clients: " + strings.Join(versions, ", ")}, notes...),
 	}
+	m.Turns = fc.turns
 	var md bytes.Buffer
 	writeFwReport(&md, m, r.runs, sums, charts)
 	if err := os.WriteFile(filepath.Join(fc.out, "report.md"), md.Bytes(), 0o644); err != nil {
@@ -141,6 +142,9 @@ func warmupText(d time.Duration) string {
 // scenario every server, in an order that rotates from repeat to repeat,
 // each started afresh and measured at each connection count.
 func (r *fwRunner) run(ctx context.Context) error {
+	if r.fc.turns {
+		return r.runTurns(ctx)
+	}
 	for rep := 1; rep <= r.fc.repeats; rep++ {
 		for _, sc := range r.fc.scenarios {
 			n := len(sc.servers)
@@ -186,6 +190,75 @@ func (r *fwRunner) runServer(ctx context.Context, rep int, sc fwScenario, kind s
 	}
 	r.notStarted(rep, cells, err)
 	return nil
+}
+
+// runTurns starts each scenario's servers once and measures them in
+// turns (fwTurns), so that the runs a repeat pairs are seconds apart and
+// a slow spell of the machine falls on both. A server that fails to
+// start fails its runs, not the benchmark.
+func (r *fwRunner) runTurns(ctx context.Context) error {
+	for _, sc := range r.fc.scenarios {
+		procs := map[string]*process{}
+		failed := map[string]error{}
+		for _, kind := range sc.servers {
+			network, addr, err := fwAddr(sc)
+			if err == nil {
+				var p *process
+				logPath := filepath.Join(r.logs, fmt.Sprintf("%s-%s.log", kind, sc.name))
+				if p, err = startServerOn(ctx, network, fwServerArgv(r.serve, kind, sc, addr, r.file), addr, r.fc.serverCPUs, logPath); err == nil {
+					procs[kind] = p
+				}
+			}
+			if err != nil {
+				failed[kind] = err
+			}
+		}
+		for _, t := range fwTurns(sc.servers, r.fc.connsOf(sc), r.fc.repeats) {
+			if ctx.Err() != nil {
+				break
+			}
+			cell := benchfmt.Cell{Scenario: sc.name, Mode: sc.mode, Depth: r.fc.depthOf(sc), Server: t.server, Conns: t.conns, Size: sc.size}
+			if err := failed[t.server]; err != nil {
+				r.notStarted(t.rep, []benchfmt.Cell{cell}, err)
+				continue
+			}
+			r.prog.start(t.rep, cell)
+			r.record(r.measure(ctx, t.rep, sc, cell, procs[t.server]))
+		}
+		for _, kind := range sc.servers {
+			if p := procs[kind]; p != nil {
+				if serr := p.stop(); serr != nil && ctx.Err() == nil {
+					r.prog.note(fmt.Sprintf("%s (%s): exit: %v", kind, sc.name, serr))
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// fwTurn is one measured run of a run in turns.
+type fwTurn struct {
+	rep, conns int
+	server     string
+}
+
+// fwTurns is the order of a run in turns: repeat by repeat (from 1),
+// connection count by connection count, every server once, in an order
+// that rotates from repeat to repeat.
+func fwTurns(servers []string, conns []int, repeats int) []fwTurn {
+	var ts []fwTurn
+	n := len(servers)
+	for rep := 1; rep <= repeats; rep++ {
+		for _, c := range conns {
+			for i := range n {
+				ts = append(ts, fwTurn{rep: rep, conns: c, server: servers[(i+rep-1)%n]})
+			}
+		}
+	}
+	return ts
 }
 
 // fwAddr returns a loopback address for sc's servers, with a port that

@@ -301,6 +301,9 @@ type meta struct {
 	Duration  string
 	Syscalls  string // how syscalls were counted
 	Notes     []string
+	// Turns: the servers stayed up and were measured in turns, not
+	// started afresh for each repeat (-frameworks -fw-turns).
+	Turns bool
 }
 
 // writeMarkdown writes the report: how it was made, then per group a
