@@ -62,8 +62,7 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 	}
 	// Accepts wait in Go's poller, on every engine: an io_uring multishot
 	// accept completes in the task work of the thread that armed it,
-	// which under connection churn is mostly an idle one, woken for each
-	// (docs/bench/HISTORY.md, "Accepts on Go's poller").
+	// which under connection churn is mostly an idle one, woken for each.
 	//
 	// A listener's own RawConn cannot wait (its Read is EINVAL), but an
 	// os.File's can: Go's poller wakes Accept, and closing the file wakes it

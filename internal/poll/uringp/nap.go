@@ -52,8 +52,8 @@ import (
 const napFor = 10 * time.Millisecond
 
 // napGap is the shortest average time between a loop's input turns at
-// which it naps (docs/bench/HISTORY.md, "Naps only while input comes
-// seldom").
+// which it naps: with input more often, a nap costs more than it saves,
+// since the P it keeps is one the handlers need.
 const napGap = 150 * time.Microsecond
 
 // napClock is the origin of the loops' input times (noteInput).
