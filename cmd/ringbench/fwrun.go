@@ -163,27 +163,22 @@ func (r *fwRunner) run(ctx context.Context) error {
 func (r *fwRunner) runServer(ctx context.Context, rep int, sc fwScenario, kind string) error {
 	var cells []benchfmt.Cell
 	for _, c := range r.fc.connsOf(sc) {
-		cells = append(cells, benchfmt.Cell{Scenario: sc.name, Mode: sc.mode, Depth: r.fc.depthOf(sc),
-			Server: kind, Conns: c, Size: sc.size})
+		cells = append(cells, r.cell(sc, kind, c))
 	}
-	network, addr, err := fwAddr(sc)
+	logPath := filepath.Join(r.logs, fmt.Sprintf("%s-%s-r%d.log", kind, sc.name, rep))
+	p, err := r.startServer(ctx, sc, kind, logPath)
 	if err == nil {
-		logPath := filepath.Join(r.logs, fmt.Sprintf("%s-%s-r%d.log", kind, sc.name, rep))
-		var p *process
-		argv := fwServerArgv(r.serve, kind, sc, addr, r.file)
-		if p, err = startServerOn(ctx, network, argv, addr, r.fc.serverCPUs, logPath); err == nil {
-			for _, cell := range cells {
-				if ctx.Err() != nil {
-					break
-				}
-				r.prog.start(rep, cell)
-				r.record(r.measure(ctx, rep, sc, cell, p))
+		for _, cell := range cells {
+			if ctx.Err() != nil {
+				break
 			}
-			if serr := p.stop(); serr != nil && ctx.Err() == nil {
-				r.prog.note(fmt.Sprintf("%s (%s): exit: %v; log %s", kind, sc.name, serr, logPath))
-			}
-			return ctx.Err()
+			r.prog.start(rep, cell)
+			r.record(r.measure(ctx, rep, sc, cell, p))
 		}
+		if serr := p.stop(); serr != nil && ctx.Err() == nil {
+			r.prog.note(fmt.Sprintf("%s (%s): exit: %v; log %s", kind, sc.name, serr, logPath))
+		}
+		return ctx.Err()
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -201,23 +196,18 @@ func (r *fwRunner) runTurns(ctx context.Context) error {
 		procs := map[string]*process{}
 		failed := map[string]error{}
 		for _, kind := range sc.servers {
-			network, addr, err := fwAddr(sc)
-			if err == nil {
-				var p *process
-				logPath := filepath.Join(r.logs, fmt.Sprintf("%s-%s.log", kind, sc.name))
-				if p, err = startServerOn(ctx, network, fwServerArgv(r.serve, kind, sc, addr, r.file), addr, r.fc.serverCPUs, logPath); err == nil {
-					procs[kind] = p
-				}
-			}
+			p, err := r.startServer(ctx, sc, kind, filepath.Join(r.logs, fmt.Sprintf("%s-%s.log", kind, sc.name)))
 			if err != nil {
 				failed[kind] = err
+				continue
 			}
+			procs[kind] = p
 		}
 		for _, t := range fwTurns(sc.servers, r.fc.connsOf(sc), r.fc.repeats) {
 			if ctx.Err() != nil {
 				break
 			}
-			cell := benchfmt.Cell{Scenario: sc.name, Mode: sc.mode, Depth: r.fc.depthOf(sc), Server: t.server, Conns: t.conns, Size: sc.size}
+			cell := r.cell(sc, t.server, t.conns)
 			if err := failed[t.server]; err != nil {
 				r.notStarted(t.rep, []benchfmt.Cell{cell}, err)
 				continue
@@ -259,6 +249,21 @@ func fwTurns(servers []string, conns []int, repeats int) []fwTurn {
 		}
 	}
 	return ts
+}
+
+// startServer starts sc's server kind on a free loopback port, pinned to
+// the server CPUs, logging to logPath.
+func (r *fwRunner) startServer(ctx context.Context, sc fwScenario, kind, logPath string) (*process, error) {
+	network, addr, err := fwAddr(sc)
+	if err != nil {
+		return nil, err
+	}
+	return startServerOn(ctx, network, fwServerArgv(r.serve, kind, sc, addr, r.file), addr, r.fc.serverCPUs, logPath)
+}
+
+// cell is the cell of sc's server kind at conns connections.
+func (r *fwRunner) cell(sc fwScenario, kind string, conns int) benchfmt.Cell {
+	return benchfmt.Cell{Scenario: sc.name, Mode: sc.mode, Depth: r.fc.depthOf(sc), Server: kind, Conns: conns, Size: sc.size}
 }
 
 // fwAddr returns a loopback address for sc's servers, with a port that

@@ -85,38 +85,8 @@ func benchUDP(ctx context.Context, cfg udpConfig) (int, error) {
 		return writeJSONLine(jf, r)
 	}
 	if cfg.turns {
-		// Each cell's servers stay up; a repeat is one turn of each.
-		for _, size := range cfg.sizes {
-			for _, rate := range offered {
-				procs := map[string]*udpProc{}
-				var startErr error
-				for _, srv := range cfg.servers {
-					p, err := startUDPServer(ctx, cfg, srv, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%.0f", srv, size, rate)))
-					if err != nil {
-						startErr = err
-						break
-					}
-					procs[srv] = p
-				}
-				for rep := 0; startErr == nil && rep < cfg.repeats; rep++ {
-					for _, srv := range rotation(cfg.servers, rep) {
-						if ctx.Err() != nil {
-							startErr = ctx.Err()
-							break
-						}
-						if err := record(procs[srv].measure(cfg, size, rate, rep)); err != nil {
-							startErr = err
-							break
-						}
-					}
-				}
-				for _, p := range procs {
-					p.stop()
-				}
-				if startErr != nil {
-					return 1, startErr
-				}
-			}
+		if err := udpTurns(ctx, cfg, logs, offered, record); err != nil {
+			return 1, err
 		}
 	} else {
 		for rep := range cfg.repeats {
@@ -161,14 +131,69 @@ func cCompile(ctx context.Context, src, out string) error {
 	return nil
 }
 
+// udpTurns measures each size and rate's servers in turns: they start
+// once, and a repeat is one run of each, in an order that rotates from
+// repeat to repeat. A server that fails to start fails its runs.
+func udpTurns(ctx context.Context, cfg udpConfig, logs string, offered []float64, record func(udpRun) error) error {
+	for _, size := range cfg.sizes {
+		for _, rate := range offered {
+			procs := map[string]*udpProc{}
+			failed := map[string]error{}
+			for _, srv := range cfg.servers {
+				p, err := startUDPServer(ctx, cfg, srv, filepath.Join(logs, fmt.Sprintf("udp-%s-%d-%.0f", srv, size, rate)))
+				if err != nil {
+					failed[srv] = err
+					continue
+				}
+				procs[srv] = p
+			}
+			err := func() error {
+				defer func() {
+					for _, p := range procs {
+						p.stop()
+					}
+				}()
+				for rep := range cfg.repeats {
+					for _, srv := range rotation(cfg.servers, rep) {
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						r := newUDPRun(cfg, srv, size, rate, rep)
+						if err := failed[srv]; err != nil {
+							r.Err = err.Error()
+						} else {
+							r = procs[srv].measure(cfg, size, rate, rep)
+						}
+						if err := record(r); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newUDPRun is a run of srv before it is measured.
+func newUDPRun(cfg udpConfig, srv string, size int, rate float64, rep int) udpRun {
+	r := udpRun{Server: srv, Size: size, Offered: rate, Repeat: rep, Mode: "oneway"}
+	if cfg.rr {
+		r.Mode = "rr"
+	}
+	return r
+}
+
 // udpOnce runs one server under the load and measures it.
 func udpOnce(ctx context.Context, cfg udpConfig, srv string, size int, rate float64, rep int, logBase string) udpRun {
 	p, err := startUDPServer(ctx, cfg, srv, logBase)
 	if err != nil {
-		r := udpRun{Server: srv, Size: size, Offered: rate, Repeat: rep, Mode: "oneway", Err: err.Error()}
-		if cfg.rr {
-			r.Mode = "rr"
-		}
+		r := newUDPRun(cfg, srv, size, rate, rep)
+		r.Err = err.Error()
 		return r
 	}
 	defer p.stop()
@@ -227,10 +252,7 @@ func (p *udpProc) stop() {
 
 // measure runs the load against the server once and measures it.
 func (p *udpProc) measure(cfg udpConfig, size int, rate float64, rep int) udpRun {
-	r := udpRun{Server: p.name, Size: size, Offered: rate, Repeat: rep, Mode: "oneway"}
-	if cfg.rr {
-		r.Mode = "rr"
-	}
+	r := newUDPRun(cfg, p.name, size, rate, rep)
 	fail := func(err error) udpRun {
 		r.Err = err.Error()
 		return r
