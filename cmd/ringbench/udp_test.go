@@ -350,7 +350,9 @@ func TestUDPTurnsSmoke(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("udp.jsonl: %v: %s", err, line)
 		}
-		if r.Err != "" || r.RecvPPS <= 0 || r.Busy <= 0 {
+		// With one CPU nothing is pinned and no server CPU's busy time
+		// is read.
+		if r.Err != "" || r.RecvPPS <= 0 || (r.Busy <= 0 && runtime.NumCPU() >= 2) {
 			t.Errorf("run %+v", r)
 		}
 		seen[fmt.Sprintf("%s/%d", r.Server, r.Repeat)]++
